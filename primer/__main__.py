@@ -1,0 +1,41 @@
+"""``python -m primer``: run scenarios, draw figures and more from the command line.
+
+Each sub-command lives in a module of :mod:`primer.commands` with a ``register(subparsers)``
+function; this file only collects them. ``python -m primer --help`` lists them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Modules of ``primer.commands`` whose sub-commands this program offers, in help order.
+COMMAND_MODULES = [
+    "demo",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="python -m primer",
+        description="The agent-loop primer: run the course's scenarios offline, and more.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"primer.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen sub-command; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The primer's agent library: one import for the lessons.
+
+``from primer.agents import run_agent, AgentConfig, ScriptedLLM, tool, ...``
+
+Importing this package loads only the loop and its parts; plotting, widgets and the
+``anthropic`` SDK are imported by the modules that need them, when they are used.
+"""
+
+from .agent_loop import (HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, AgentConfig, AgentResult,
+                         RunState, Step, Stop, StopCause, continue_run, format_trace_table,
+                         handoff_tool, run_agent)
+from .cost import Prices, cost_usd
+from .llm import (LLM, STOP_REASONS, Reply, ScriptedLLM, ScriptExhausted, Usage,
+                  estimate_tokens, text_reply, tool_reply)
+from .messages import (assistant_message, text_block, text_of, tool_result_block,
+                       tool_use_block, tool_uses_of, user_message)
+from .tools import (Tool, ToolError, ToolExecution, ToolRegistry, execute_tools,
+                    result_text, tool)
+
+__all__ = [
+    "HANDOFF_TOOL_DEF", "HANDOFF_TOOL_NAME", "LLM", "STOP_REASONS", "AgentConfig",
+    "AgentResult", "Prices", "Reply", "RunState", "ScriptExhausted", "ScriptedLLM", "Step",
+    "Stop", "StopCause", "Tool", "ToolError", "ToolExecution", "ToolRegistry", "Usage",
+    "assistant_message", "continue_run", "cost_usd", "estimate_tokens", "execute_tools",
+    "format_trace_table", "handoff_tool", "result_text", "run_agent", "text_block",
+    "text_of", "text_reply", "tool", "tool_reply", "tool_result_block", "tool_use_block",
+    "tool_uses_of", "user_message",
+]

@@ -1,0 +1,690 @@
+"""The production agent loop: ``run_agent`` and every exit it owns.
+
+The model is stateless and cannot stop itself; the harness owns every exit. One step is one
+model call. After each reply the loop checks, in this order, each check a small named
+function below:
+
+1. the model's own ``stop_reason`` (:func:`check_stop_reason`): ``end_turn`` is done;
+   ``max_tokens`` means the reply was cut off and its tool call may be half-written, so
+   nothing in it runs; ``refusal`` means the content is not an answer;
+   ``model_context_window_exceeded`` stops on the context window; ``pause_turn`` continues;
+2. the budgets (:func:`check_budgets`): tokens, then dollars, on the usage reported so far;
+3. a hand-off to a person (:func:`check_handoff`): the ``handoff_to_human`` tool;
+4. loop detection (:func:`check_repeats`): the same tool with the same canonical input
+   requested ``repeat_threshold`` times;
+5. the approval gate (:func:`check_approval`): a tool marked ``needs_approval`` pauses;
+6. the step limit (:func:`check_step_limit`): when this was the last model call allowed,
+   the requested tools are *not* run, since no model call would ever read their results;
+7. then the tools run concurrently and all results go back in one user message, in the order
+   they were requested; then :func:`check_no_progress` (the last N results all errors).
+
+Before each model call the loop checks the wall clock, the context window, and (in
+``budget_check="before"`` mode) whether the call could overspend a budget.
+
+Every run ends with a :class:`StopCause` and a summary saying what it finished and why it
+stopped. The harness's own work per step does not grow with the history: the prompt-size
+estimate, usage and cost totals and the repeat counts are all kept incrementally.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+from .cost import Prices, cost_usd
+from .llm import LLM, Reply, Usage, estimate_tokens
+from .messages import (Block, Message, assistant_message, text_block, tool_use_block,
+                       user_message)
+from .tools import Tool, ToolExecution, ToolRegistry, execute_tools
+
+
+class StopCause(str, Enum):
+    """Why a run ended. Every run ends with exactly one."""
+
+    END_TURN = "end_turn"                  #: the model finished with an answer
+    MAX_TOKENS = "max_tokens"              #: the reply was cut off; nothing in it ran
+    REFUSAL = "refusal"                    #: the model refused; the content is not an answer
+    TOKEN_BUDGET = "token_budget"          #: the run's token budget was reached
+    COST_BUDGET = "cost_budget"            #: the run's dollar budget was reached
+    HANDOFF = "handoff"                    #: the model handed the task to a person
+    LOOP_DETECTED = "loop_detected"        #: the same call was requested too many times
+    MAX_STEPS = "max_steps"                #: the step limit (model calls) was used up
+    WALL_CLOCK = "wall_clock"              #: the run's time limit passed
+    NO_PROGRESS = "no_progress"            #: the last N tool results were all errors
+    CONTEXT_WINDOW = "context_window"      #: the prompt outgrew its share of the window
+    AWAITING_APPROVAL = "awaiting_approval"  #: paused until a person approves a call
+    MODEL_ERROR = "model_error"            #: the model call raised; work so far is kept
+
+    def __str__(self) -> str:
+        return self.value
+
+
+HANDOFF_TOOL_NAME = "handoff_to_human"
+
+#: The hand-off tool's definition. It is a tool so that the hand-off is a logged request
+#: with a reason; the harness intercepts it and ends the run with ``StopCause.HANDOFF``.
+HANDOFF_TOOL_DEF: dict[str, Any] = {
+    "name": HANDOFF_TOOL_NAME,
+    "description": ("Hand the task to a person. Use it when the request is outside what you "
+                    "may do (for example an amount above your authority), when the user asks "
+                    "for a person, or when you cannot make progress. Give the reason."),
+    "input_schema": {"type": "object",
+                     "properties": {"reason": {"type": "string",
+                                               "description": "Why a person must take over."}},
+                     "required": ["reason"], "additionalProperties": False},
+}
+
+
+def _handoff_never_runs(**_: Any) -> str:
+    raise RuntimeError("the harness intercepts handoff_to_human; it never runs")
+
+
+def handoff_tool() -> Tool:
+    """A :class:`Tool` for :data:`HANDOFF_TOOL_DEF` (the loop intercepts it; it never runs)."""
+    return Tool(HANDOFF_TOOL_DEF["name"], HANDOFF_TOOL_DEF["description"],
+                HANDOFF_TOOL_DEF["input_schema"], _handoff_never_runs)
+
+
+@dataclass
+class AgentConfig:
+    """Every limit and price of a run.
+
+    - ``max_steps``: model calls allowed (default 10).
+    - ``token_budget``: tokens (prompt + output, cache reads and writes included) the run may
+      use; ``None`` for no limit (default 50,000).
+    - ``budget_check``: ``"after"`` stops at the first call whose reported usage takes the
+      running total past a budget (it can overshoot by one call); ``"before"`` stops before a
+      call that could cross it, counting the prompt's estimated size plus ``max_tokens`` of
+      output, so a budget is never overspent.
+    - ``cost_budget_usd``: dollars the run may spend at ``prices``; ``None`` for no limit.
+    - ``prices``: USD per million tokens (default 5 input / 25 output).
+    - ``repeat_threshold``: stop when the same tool with the same input (key order ignored)
+      has been requested this many times (default 3); ``None`` turns it off.
+    - ``wall_clock_s``: seconds the run may take, checked before each model call.
+    - ``no_progress_window``: stop when this many tool results in a row were errors.
+    - ``context_window``: the model's window in tokens; ``context_stop_share``: stop before a
+      call whose prompt would pass this share of it (default 0.8).
+    - ``max_tokens``: output tokens allowed per reply (default 1,024).
+    - ``max_parallel_tools``: cap on the threads running one reply's calls (default 16).
+    - ``offer_handoff``: offer the model the ``handoff_to_human`` tool (default on).
+    - ``clock``: the clock for the wall-clock limit (seconds; injectable for tests).
+
+    Raises ``ValueError`` for a limit that cannot work (e.g. ``max_steps < 1``).
+    """
+
+    max_steps: int = 10
+    token_budget: int | None = 50_000
+    budget_check: Literal["after", "before"] = "after"
+    cost_budget_usd: float | None = None
+    prices: Prices = field(default_factory=Prices)
+    repeat_threshold: int | None = 3
+    wall_clock_s: float | None = None
+    no_progress_window: int | None = None
+    context_window: int = 200_000
+    context_stop_share: float = 0.8
+    max_tokens: int = 1024
+    max_parallel_tools: int = 16
+    offer_handoff: bool = True
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prices, dict):
+            self.prices = Prices(**self.prices)
+        problems = []
+        if self.max_steps < 1:
+            problems.append(f"max_steps must be at least 1 (got {self.max_steps})")
+        if self.budget_check not in ("after", "before"):
+            problems.append(f"budget_check must be 'after' or 'before' "
+                            f"(got {self.budget_check!r})")
+        if self.repeat_threshold is not None and self.repeat_threshold < 2:
+            problems.append(f"repeat_threshold must be at least 2 or None "
+                            f"(got {self.repeat_threshold})")
+        if self.no_progress_window is not None and self.no_progress_window < 1:
+            problems.append(f"no_progress_window must be at least 1 or None "
+                            f"(got {self.no_progress_window})")
+        if not 0 < self.context_stop_share <= 1:
+            problems.append(f"context_stop_share must be in (0, 1] "
+                            f"(got {self.context_stop_share})")
+        if self.max_tokens < 1:
+            problems.append(f"max_tokens must be at least 1 (got {self.max_tokens})")
+        if problems:
+            raise ValueError("AgentConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting but the clock, JSON-ready (for traces and checkpoints)."""
+        d = {k: v for k, v in asdict(self).items() if k != "clock"}
+        d["prices"] = asdict(self.prices)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentConfig:
+        """Inverse of :meth:`to_dict`; ``ValueError`` names an unknown setting."""
+        known = set(cls.__dataclass_fields__) - {"clock"}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"AgentConfig: unknown settings {sorted(unknown)}")
+        return cls(**d)
+
+
+@dataclass
+class Step:
+    """One model call and what followed it.
+
+    ``index`` counts model calls from 1. ``usage`` is this call's usage, ``total_usage``
+    and ``cost_usd`` the run's running totals after it (tokens; USD). ``prompt_estimate`` is
+    the harness's estimate of the prompt it sent (tokens, characters/4). ``executions`` are
+    the tool calls of this reply in request order, including any the run did not run
+    (``error_kind == "not_run"``). ``model_latency_s`` is wall seconds in the model call.
+    """
+
+    index: int
+    reply: Reply
+    usage: Usage
+    total_usage: Usage
+    cost_usd: float
+    prompt_estimate: int
+    model_latency_s: float = 0.0
+    executions: list[ToolExecution] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"index": self.index, "reply": self.reply.to_dict(),
+                "usage": self.usage.to_dict(), "total_usage": self.total_usage.to_dict(),
+                "cost_usd": self.cost_usd, "prompt_estimate": self.prompt_estimate,
+                "model_latency_s": self.model_latency_s,
+                "executions": [e.to_dict() for e in self.executions]}
+
+
+@dataclass
+class Stop:
+    """A check's verdict: the cause and a one-sentence detail of what fired."""
+
+    cause: StopCause
+    detail: str
+
+
+@dataclass
+class AgentResult:
+    """The outcome of a run.
+
+    ``final_text`` is the model's answer only when the run ended with ``end_turn``; on any
+    other stop it is ``None``, so a limit is never passed off as an answer. ``stop_cause``
+    names the exit, ``stop_detail`` says what fired, ``summary`` says what the run finished
+    and why it stopped. ``usage`` and ``cost_usd`` are totals (tokens; USD). ``messages``
+    is the full message list; on every stop but ``awaiting_approval`` each ``tool_use`` in
+    it has exactly one ``tool_result``. ``pending`` holds tool calls awaiting approval.
+    """
+
+    final_text: str | None
+    stop_cause: StopCause
+    steps: list[Step]
+    usage: Usage
+    cost_usd: float
+    messages: list[Message]
+    summary: str
+    stop_detail: str = ""
+    pending: list[Block] = field(default_factory=list)
+
+    @property
+    def executions(self) -> list[ToolExecution]:
+        """Every tool call of the run, in order."""
+        return [e for s in self.steps for e in s.executions]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The trace as one dict per step (for tables and tests)."""
+        return [_step_row(s) for s in self.steps]
+
+    def table(self, width: int = 60) -> str:
+        """The trace as a fixed-width text table, one row per step, then the stop cause."""
+        return format_trace_table(self.rows(), width=width) + (
+            f"\nstop cause: {self.stop_cause.value}\n{self.summary}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"final_text": self.final_text, "stop_cause": self.stop_cause.value,
+                "stop_detail": self.stop_detail, "summary": self.summary,
+                "usage": self.usage.to_dict(), "cost_usd": self.cost_usd,
+                "steps": [s.to_dict() for s in self.steps], "messages": self.messages,
+                "pending": self.pending}
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class RunState:
+    """Everything a run carries between steps, kept incrementally.
+
+    ``prompt_estimate`` is the running characters/4 estimate of system prompt + tool
+    definitions + messages (updated per appended message, never re-scanned).
+    """
+
+    config: AgentConfig
+    system: str
+    messages: list[Message]
+    tool_defs: list[dict[str, Any]]
+    prompt_estimate: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    steps: list[Step] = field(default_factory=list)
+    repeat_counts: Counter[str] = field(default_factory=Counter)
+    recent_errors: deque[bool] = field(default_factory=deque)
+    started_at: float = 0.0
+    on_event: EventSink | None = None
+
+    @property
+    def model_calls(self) -> int:
+        return len(self.steps)
+
+    def append(self, message: Message) -> None:
+        """Append a message and add its size to the running prompt estimate."""
+        self.messages.append(message)
+        self.prompt_estimate += estimate_tokens(message)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, data)
+
+
+# ---------------------------------------------------------------- checks before a call
+
+def check_wall_clock(state: RunState) -> Stop | None:
+    """Stop when the run has used its ``wall_clock_s`` seconds (checked before each call)."""
+    limit = state.config.wall_clock_s
+    if limit is not None and state.config.clock() - state.started_at >= limit:
+        return Stop(StopCause.WALL_CLOCK, f"the wall-clock limit of {limit:g} s passed "
+                                          f"before model call {state.model_calls + 1}")
+    return None
+
+
+def check_context(state: RunState) -> Stop | None:
+    """Stop before a call whose prompt passes ``context_stop_share`` of the window."""
+    c = state.config
+    limit = int(c.context_window * c.context_stop_share)
+    if state.prompt_estimate > limit:
+        return Stop(StopCause.CONTEXT_WINDOW,
+                    f"the prompt for model call {state.model_calls + 1} is about "
+                    f"{state.prompt_estimate:,} tokens, past {c.context_stop_share:.0%} of "
+                    f"the {c.context_window:,}-token window ({limit:,})")
+    return None
+
+
+def check_budgets_before_call(state: RunState) -> Stop | None:
+    """In ``"before"`` mode, stop before a call that could take a budget past its limit.
+
+    The worst case of the next call is the prompt's estimated size plus ``max_tokens`` of
+    output; if the running total plus that would cross the budget, the call is not made.
+    """
+    c = state.config
+    if c.budget_check != "before":
+        return None
+    worst = Usage(state.prompt_estimate, c.max_tokens)
+    n = state.model_calls + 1
+    if c.token_budget is not None and state.usage.total_tokens + worst.total_tokens > c.token_budget:
+        return Stop(StopCause.TOKEN_BUDGET,
+                    f"model call {n} could take the run to {state.usage.total_tokens + worst.total_tokens:,} "
+                    f"tokens (prompt about {worst.input_tokens:,} + up to {c.max_tokens:,} "
+                    f"output), past the {c.token_budget:,}-token budget; "
+                    f"{state.usage.total_tokens:,} used")
+    if c.cost_budget_usd is not None:
+        worst_cost = state.cost_usd + cost_usd(worst, c.prices)
+        if worst_cost > c.cost_budget_usd:
+            return Stop(StopCause.COST_BUDGET,
+                        f"model call {n} could take the run to {worst_cost:.4f} USD, past "
+                        f"the {c.cost_budget_usd:.4f} USD budget; {state.cost_usd:.4f} spent")
+    return None
+
+
+# ---------------------------------------------------------------- checks after a reply
+
+_CUT_OFF = {"max_tokens": StopCause.MAX_TOKENS, "refusal": StopCause.REFUSAL,
+            "model_context_window_exceeded": StopCause.CONTEXT_WINDOW}
+
+
+def check_stop_reason(state: RunState, reply: Reply) -> Stop | None:
+    """The model's own stop reason, checked first.
+
+    ``end_turn`` (or ``stop_sequence``, or a ``tool_use`` reply without a tool call) with no
+    tool call ends the run with the answer. ``max_tokens`` ends it without running anything
+    in the cut-off reply. ``refusal`` ends it without treating the content as an answer.
+    ``pause_turn`` and replies with tool calls continue.
+    """
+    n = state.model_calls
+    if reply.stop_reason in _CUT_OFF:
+        cause = _CUT_OFF[reply.stop_reason]
+        calls = len(reply.tool_uses)
+        detail = {
+            StopCause.MAX_TOKENS: f"reply {n} was cut off at max_tokens "
+                                  f"({state.config.max_tokens:,})",
+            StopCause.REFUSAL: f"the model refused on call {n}",
+            StopCause.CONTEXT_WINDOW: f"the model reported its context window exceeded "
+                                      f"on call {n}",
+        }[cause]
+        if calls:
+            detail += f"; its {calls} tool call{'s' if calls > 1 else ''} did not run"
+        return Stop(cause, detail)
+    if reply.stop_reason == "pause_turn" or reply.tool_uses:
+        return None
+    return Stop(StopCause.END_TURN, f"the model answered on call {n}")
+
+
+def check_budgets(state: RunState, reply: Reply) -> Stop | None:
+    """Stop at the first call whose reported usage takes a running total past its budget."""
+    c = state.config
+    n = state.model_calls
+    if c.token_budget is not None and state.usage.total_tokens > c.token_budget:
+        return Stop(StopCause.TOKEN_BUDGET,
+                    f"call {n} took the run to {state.usage.total_tokens:,} tokens, past the "
+                    f"{c.token_budget:,}-token budget")
+    if c.cost_budget_usd is not None and state.cost_usd > c.cost_budget_usd:
+        return Stop(StopCause.COST_BUDGET,
+                    f"call {n} took the run to {state.cost_usd:.4f} USD, past the "
+                    f"{c.cost_budget_usd:.4f} USD budget")
+    return None
+
+
+def check_handoff(state: RunState, reply: Reply) -> Stop | None:
+    """Stop with ``handoff`` when the model called ``handoff_to_human``; log its reason."""
+    for block in reply.tool_uses:
+        if block.get("name") == HANDOFF_TOOL_NAME:
+            args = block.get("input")
+            reason = args.get("reason") if isinstance(args, dict) else None
+            return Stop(StopCause.HANDOFF,
+                        f"the model handed the task to a person on call {state.model_calls}: "
+                        f"{reason or '(no reason given)'}")
+    return None
+
+
+def canonical_call(block: Block) -> str:
+    """A key for loop detection: tool name + input as JSON with sorted keys."""
+    try:
+        args = json.dumps(block.get("input"), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
+    except (TypeError, ValueError):
+        args = repr(block.get("input"))
+    return f"{block.get('name')}:{args}"
+
+
+def check_repeats(state: RunState, reply: Reply) -> Stop | None:
+    """Count each requested call; stop when one reaches ``repeat_threshold`` identical requests."""
+    threshold = state.config.repeat_threshold
+    if threshold is None:
+        return None
+    for block in reply.tool_uses:
+        key = canonical_call(block)
+        state.repeat_counts[key] += 1
+        if state.repeat_counts[key] >= threshold:
+            return Stop(StopCause.LOOP_DETECTED,
+                        f"{block.get('name')} was requested with the same input "
+                        f"{state.repeat_counts[key]} times (threshold {threshold})")
+    return None
+
+
+def check_approval(state: RunState, reply: Reply, registry: ToolRegistry) -> Stop | None:
+    """Pause with ``awaiting_approval`` when a requested tool is marked ``needs_approval``."""
+    waiting = [b for b in reply.tool_uses
+               if (t := registry.get(b.get("name"))) is not None and t.needs_approval]
+    if waiting:
+        names = ", ".join(sorted({str(b.get("name")) for b in waiting}))
+        return Stop(StopCause.AWAITING_APPROVAL,
+                    f"call {state.model_calls} asks for {names}, which needs a person's "
+                    f"approval")
+    return None
+
+
+def check_step_limit(state: RunState, reply: Reply) -> Stop | None:
+    """Stop when the model has used its last allowed call and still asks for tools.
+
+    Tools requested on the last step are not run: no model call would read their results.
+    """
+    if state.model_calls >= state.config.max_steps:
+        return Stop(StopCause.MAX_STEPS,
+                    f"the step limit of {state.config.max_steps} model calls was reached")
+    return None
+
+
+def check_no_progress(state: RunState) -> Stop | None:
+    """Stop when the last ``no_progress_window`` tool results were all errors."""
+    n = state.config.no_progress_window
+    if n is not None and len(state.recent_errors) == n and all(state.recent_errors):
+        return Stop(StopCause.NO_PROGRESS, f"the last {n} tool results were all errors")
+    return None
+
+
+# ---------------------------------------------------------------- the loop
+
+def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
+              system: str = "", config: AgentConfig | None = None,
+              on_event: EventSink | None = None) -> AgentResult:
+    """Run the agent loop on ``task`` until one of its exits fires.
+
+    ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
+    (the allow-list); ``system`` the system prompt; ``config`` every limit and price.
+    ``on_event(kind, data)``, if given, is called as the run goes (``run_start``,
+    ``model_call``, ``tool_execution``, ``stop``).
+
+    Returns an :class:`AgentResult`; never raises for bad model output or failing tools.
+    Exceptions from the model call end the run with ``model_error`` (work so far kept),
+    except :class:`~primer.agents.llm.ScriptExhausted`, a bug in a script, which propagates.
+    """
+    config = config or AgentConfig()
+    registry = _registry_for_run(tools, config)
+    state = RunState(config=config, system=system, messages=[], tool_defs=registry.definitions(),
+                     recent_errors=deque(maxlen=config.no_progress_window or 1),
+                     started_at=config.clock(), on_event=on_event)
+    state.prompt_estimate = estimate_tokens(system) + estimate_tokens(state.tool_defs)
+    state.emit("run_start", task=task, system=system, config=config.to_dict(),
+               tools=state.tool_defs)
+    state.append(user_message(task))
+    return continue_run(llm, registry, state)
+
+
+def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResult:
+    """The loop body from any state: call, check, run tools, repeat (see module docstring)."""
+    while True:
+        stop = check_wall_clock(state) or check_context(state) or check_budgets_before_call(state)
+        if stop:
+            return finish(state, stop, None)
+        reply, stop = call_model(llm, state)
+        if stop:
+            return finish(state, stop, None)
+        assert reply is not None
+        stop = (check_stop_reason(state, reply) or check_budgets(state, reply)
+                or check_handoff(state, reply) or check_repeats(state, reply)
+                or check_approval(state, reply, registry)
+                or (check_step_limit(state, reply) if reply.tool_uses else None))
+        if stop:
+            return finish(state, stop, reply)
+        if reply.tool_uses:
+            run_tools(registry, state, reply.tool_uses)
+            stop = check_no_progress(state)
+            if stop:
+                return finish(state, stop, None)
+        elif state.model_calls >= state.config.max_steps:  # pause_turn on the last step
+            return finish(state, check_step_limit(state, reply), None)  # type: ignore[arg-type]
+
+
+def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
+    """Make one model call, record its reply and usage, and append it to the messages."""
+    from .llm import ScriptExhausted
+
+    c = state.config
+    prompt_estimate = state.prompt_estimate
+    start = time.perf_counter()
+    try:
+        reply = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                    max_tokens=c.max_tokens)
+    except ScriptExhausted:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
+        return None, Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: "
+                                                 f"{type(e).__name__}: {e}")
+    latency = time.perf_counter() - start
+    reply = Reply(normalize_content(reply.content, state.model_calls + 1), reply.stop_reason,
+                  reply.usage, reply.model)
+    state.usage = state.usage + reply.usage
+    state.cost_usd += cost_usd(reply.usage, c.prices)
+    step = Step(state.model_calls + 1, reply, reply.usage, state.usage, state.cost_usd,
+                prompt_estimate, latency)
+    state.steps.append(step)
+    state.append(assistant_message(reply.content))
+    state.emit("model_call", step=step.index, prompt_estimate=prompt_estimate,
+               reply=reply.to_dict(), latency_s=latency)
+    return reply, None
+
+
+def normalize_content(content: Any, call_no: int) -> list[Block]:
+    """Make a reply's content safe to act on without changing what the model said.
+
+    A string becomes a text block; a non-dict block becomes a text block describing it; a
+    ``tool_use`` without a string id (or with one already used in this reply) gets a fresh
+    id, so every call can be answered by exactly one ``tool_result``.
+    """
+    if isinstance(content, str):
+        return [text_block(content)] if content else []
+    if not isinstance(content, list):
+        return [text_block(f"(unreadable reply content: {content!r})")]
+    out: list[Block] = []
+    seen: set[str] = set()
+    for k, block in enumerate(content, start=1):
+        if not isinstance(block, dict):
+            out.append(text_block(f"(unreadable content block: {block!r})"))
+            continue
+        if block.get("type") == "tool_use":
+            call_id = block.get("id")
+            if not isinstance(call_id, str) or not call_id or call_id in seen:
+                call_id = f"toolu_fixed_{call_no:02d}_{k}"
+            seen.add(call_id)
+            block = tool_use_block(call_id, block.get("name"), block.get("input"))
+        out.append(block)
+    return out
+
+
+def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -> None:
+    """Run one reply's calls concurrently and append all results in one user message."""
+    executions = execute_tools(registry, tool_uses, max_workers=state.config.max_parallel_tools)
+    step = state.steps[-1]
+    step.executions.extend(executions)
+    for e in executions:
+        state.recent_errors.append(e.is_error)
+        state.emit("tool_execution", step=step.index, **e.to_dict())
+    state.append(user_message([e.result_block() for e in executions]))
+
+
+def finish(state: RunState, stop: Stop, reply: Reply | None) -> AgentResult:
+    """End the run: answer unrun tool calls (except when awaiting approval) and summarise."""
+    pending: list[Block] = []
+    if reply is not None and reply.tool_uses:
+        if stop.cause is StopCause.AWAITING_APPROVAL:
+            pending = list(reply.tool_uses)
+        else:
+            not_run = [_not_run(b, stop) for b in reply.tool_uses]
+            state.steps[-1].executions.extend(not_run)
+            state.append(user_message([e.result_block() for e in not_run]))
+    final = None
+    if stop.cause is StopCause.END_TURN and reply is not None:
+        final = reply.text
+    result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
+                         state.messages, summarize(state.steps, stop), stop.detail, pending)
+    state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=result.summary,
+               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
+    return result
+
+
+def _not_run(block: Block, stop: Stop) -> ToolExecution:
+    if stop.cause is StopCause.HANDOFF and block.get("name") == HANDOFF_TOOL_NAME:
+        text = "Handed off to a person; the run has ended."
+    else:
+        text = f"Not run: the run stopped ({stop.cause.value}: {stop.detail})."
+    return ToolExecution(str(block.get("id")), str(block.get("name")), block.get("input"),
+                         text, True, "not_run")
+
+
+_HEADLINES = {
+    StopCause.END_TURN: "Finished: {detail}",
+    StopCause.MAX_TOKENS: "Stopped at max_tokens: {detail}",
+    StopCause.REFUSAL: "Stopped on a refusal: {detail}",
+    StopCause.TOKEN_BUDGET: "Stopped at the token budget: {detail}",
+    StopCause.COST_BUDGET: "Stopped at the dollar budget: {detail}",
+    StopCause.HANDOFF: "Handed off: {detail}",
+    StopCause.LOOP_DETECTED: "Stopped on a loop: {detail}",
+    StopCause.MAX_STEPS: "Stopped at the step limit after {steps} model calls",
+    StopCause.WALL_CLOCK: "Stopped at the wall clock: {detail}",
+    StopCause.NO_PROGRESS: "Stopped for lack of progress: {detail}",
+    StopCause.CONTEXT_WINDOW: "Stopped at the context window: {detail}",
+    StopCause.AWAITING_APPROVAL: "Paused for approval: {detail}",
+    StopCause.MODEL_ERROR: "Stopped on a model error: {detail}",
+}
+
+
+def summarize(steps: list[Step], stop: Stop) -> str:
+    """One or two sentences: why the run stopped, and which tool calls succeeded or not.
+
+    For example: "Stopped at the step limit after 4 model calls. Succeeded: none. Failed:
+    get_order ×4."
+    """
+    ok: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    not_run: Counter[str] = Counter()
+    for s in steps:
+        for e in s.executions:
+            (not_run if e.error_kind == "not_run" else failed if e.is_error else ok)[e.name] += 1
+    head = _HEADLINES[stop.cause].format(detail=stop.detail, steps=len(steps))
+
+    def names(c: Counter[str]) -> str:
+        return ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in c.items()) or "none"
+
+    parts = [f"Tool calls succeeded: {names(ok)}"]
+    if failed:
+        parts.append(f"failed: {names(failed)}")
+    if not_run:
+        parts.append(f"not run: {names(not_run)}")
+    return f"{head}. {'; '.join(parts)}."
+
+
+def _step_row(s: Step) -> dict[str, Any]:
+    calls = "; ".join(f"{e.name}({_compact(e.input)})" for e in s.executions) or "-"
+    results = "; ".join(("error: " if e.is_error else "") + e.content for e in s.executions)
+    if not s.executions:
+        results = s.reply.text or "-"
+    return {"step": s.index, "stop_reason": s.reply.stop_reason, "tool calls": calls,
+            "results / answer": results, "in": s.usage.prompt_tokens,
+            "out": s.usage.output_tokens, "total": s.total_usage.total_tokens,
+            "cost USD": f"{s.cost_usd:.4f}"}
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def format_trace_table(rows: list[dict[str, Any]], width: int = 60) -> str:
+    """Rows of equal keys as a fixed-width text table; long cells are cut at ``width``."""
+    if not rows:
+        return "(no steps)"
+    headers = list(rows[0])
+
+    def cell(v: Any) -> str:
+        text = " ".join(str(v).split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    cells = [[cell(r[h]) for h in headers] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in cells]
+    return "\n".join([line.rstrip(), "  ".join("-" * w for w in widths), *body])
+
+
+def _registry_for_run(tools: ToolRegistry | Iterable[Tool], config: AgentConfig) -> ToolRegistry:
+    base = list(tools)
+    if config.offer_handoff and all(t.name != HANDOFF_TOOL_NAME for t in base):
+        base.append(handoff_tool())
+    return ToolRegistry(base)

@@ -1,0 +1,245 @@
+"""The model side of the loop: the ``LLM`` protocol, ``Reply``, ``Usage`` and ``ScriptedLLM``.
+
+A model is anything callable as ``llm(*, system, messages, tools, max_tokens) -> Reply``.
+It is stateless: everything it knows arrives in ``system`` (a string), ``messages`` (the
+whole history, see :mod:`primer.agents.messages`) and ``tools`` (the tool definitions, each
+``{"name", "description", "input_schema"}``). It runs nothing; it returns content blocks
+and a ``stop_reason`` saying why it stopped writing.
+
+``ScriptedLLM`` is the offline model every lesson and test uses. It replays a script (a list
+of replies, or a function of the message list) and reports usage computed by
+:func:`estimate_tokens`, so offline runs have deterministic token and dollar figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union
+
+from .messages import Block, Message, blocks_of, text_block, tool_use_block, tool_uses_of
+
+#: Stop reasons a reply may carry (the Anthropic Messages API's set).
+STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn",
+                "refusal", "model_context_window_exceeded")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one model call consumed, as the provider reports them (or estimated offline).
+
+    Fields are token counts: ``input_tokens`` (uncached prompt tokens), ``output_tokens``
+    (tokens the model wrote), ``cache_creation_input_tokens`` (prompt tokens written to the
+    prompt cache) and ``cache_read_input_tokens`` (prompt tokens read from it). Usages add:
+    ``u1 + u2`` sums every field. Source: the ``usage`` object of the Anthropic Messages API.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+                     self.cache_read_input_tokens + other.cache_read_input_tokens)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every prompt token of the call: uncached + cache writes + cache reads."""
+        return (self.input_tokens + self.cache_creation_input_tokens
+                + self.cache_read_input_tokens)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt tokens plus output tokens: what a token budget counts."""
+        return self.prompt_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """The four counts as a JSON-ready dict."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_creation_input_tokens": self.cache_creation_input_tokens,
+                "cache_read_input_tokens": self.cache_read_input_tokens}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Usage:
+        """Read a usage dict (missing cache fields count as 0)."""
+        return cls(int(d.get("input_tokens") or 0), int(d.get("output_tokens") or 0),
+                   int(d.get("cache_creation_input_tokens") or 0),
+                   int(d.get("cache_read_input_tokens") or 0))
+
+
+@dataclass
+class Reply:
+    """One model reply: ``content`` blocks, the ``stop_reason``, its ``usage`` and ``model``.
+
+    ``stop_reason`` is one of :data:`STOP_REASONS`. A reply with ``tool_use`` blocks is a
+    request: the model runs nothing itself.
+    """
+
+    content: list[Block]
+    stop_reason: str
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+    @property
+    def tool_uses(self) -> list[Block]:
+        """The ``tool_use`` blocks, in the order the model wrote them."""
+        return tool_uses_of(self.content)
+
+    @property
+    def text(self) -> str:
+        """The reply's text blocks joined by newlines."""
+        return "\n".join(b.get("text", "") for b in self.content
+                         if isinstance(b, dict) and b.get("type") == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for traces and checkpoints)."""
+        return {"content": self.content, "stop_reason": self.stop_reason,
+                "usage": self.usage.to_dict(), "model": self.model}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Reply:
+        """Inverse of :meth:`to_dict`."""
+        return cls(list(d["content"]), d["stop_reason"], Usage.from_dict(d.get("usage", {})),
+                   d.get("model", ""))
+
+
+class LLM(Protocol):
+    """What the loop needs of a model: one stateless call.
+
+    ``llm(*, system: str, messages: list[Message], tools: list[dict], max_tokens: int)``
+    returns a :class:`Reply`. ``max_tokens`` caps the reply's output tokens; a reply that hits
+    it comes back with ``stop_reason == "max_tokens"`` and may hold a half-written tool call.
+    """
+
+    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                 max_tokens: int) -> Reply: ...
+
+
+def estimate_tokens(obj: Any) -> int:
+    """Estimated tokens of a string or JSON value: ``ceil(characters / 4)``.
+
+    A string counts its own characters; anything else counts the characters of its compact
+    JSON text. The characters/4 rule is the common rough figure for English text (Anthropic
+    and OpenAI both quote about four characters per token); real budgets should use the
+    usage a provider reports. Deterministic, so offline runs give the same numbers.
+    """
+    if obj is None:
+        return 0
+    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False,
+                                                         separators=(",", ":"))
+    return math.ceil(len(text) / 4)
+
+
+def text_reply(text: str, stop_reason: str = "end_turn") -> Reply:
+    """A scripted reply holding one text block (usage is filled in by ``ScriptedLLM``)."""
+    return Reply([text_block(text)], stop_reason)
+
+
+def tool_reply(*calls: tuple[str, Any] | tuple[str, Any, str], text: str | None = None,
+               stop_reason: str = "tool_use") -> Reply:
+    """A scripted reply asking for one or more tool calls.
+
+    Each call is ``(name, input)`` or ``(name, input, id)``. Calls without an id get a
+    deterministic one from the ``ScriptedLLM`` that returns the reply (``toolu_<call>_<k>``).
+    ``text`` adds a text block before the calls (a short thought, as in ReAct).
+    """
+    content: list[Block] = [text_block(text)] if text else []
+    for call in calls:
+        name, args = call[0], call[1]
+        content.append(tool_use_block(call[2] if len(call) > 2 else "", name, args))
+    return Reply(content, stop_reason)
+
+
+ReplyLike = Union[Reply, str, list]
+Policy = Callable[[list[Message]], ReplyLike]
+
+
+class ScriptExhausted(RuntimeError):
+    """A ``ScriptedLLM`` was asked for more replies than it was scripted with."""
+
+
+class ScriptedLLM:
+    """An offline model that replays a script and reports estimated usage.
+
+    ``script`` is either a list of replies, returned one per call in order, or a *policy*: a
+    function of the message list returning the next reply. A reply may be a :class:`Reply`,
+    a string (a final text answer, ``end_turn``) or a list of blocks (``tool_use`` when it
+    holds a tool call, else ``end_turn``). ``tool_use`` blocks with an empty id get a
+    deterministic one.
+
+    Usage: ``input_tokens`` = :func:`estimate_tokens` of the system prompt, the tool
+    definitions and every message; ``output_tokens`` = the estimate of the reply's content.
+    The message estimate is kept incrementally while the caller appends to the same list,
+    so a long run costs no re-scan per call.
+
+    Raises :class:`ScriptExhausted` when a list script runs out, naming the call.
+    """
+
+    def __init__(self, script: Sequence[ReplyLike] | Policy, *, model: str = "scripted",
+                 name: str = "scripted model") -> None:
+        self.script = script
+        self.model = model
+        self.name = name
+        self.calls = 0
+        self._tools_ref: Any = None
+        self._tools_tokens = 0
+        self._msgs_ref: list[Message] | None = None
+        self._msgs_seen = 0
+        self._msgs_last: Any = None
+        self._msgs_tokens = 0
+
+    def _messages_tokens(self, messages: list[Message]) -> int:
+        n = self._msgs_seen
+        same_prefix = (messages is self._msgs_ref and len(messages) >= n
+                       and (n == 0 or messages[n - 1] is self._msgs_last))
+        if not same_prefix:
+            self._msgs_ref, n, self._msgs_tokens = messages, 0, 0
+        for m in messages[n:]:
+            self._msgs_tokens += estimate_tokens(m)
+        self._msgs_seen = len(messages)
+        self._msgs_last = messages[-1] if messages else None
+        return self._msgs_tokens
+
+    def _next(self, messages: list[Message]) -> ReplyLike:
+        if callable(self.script):
+            return self.script(messages)
+        if self.calls >= len(self.script):
+            raise ScriptExhausted(
+                f"{self.name} was scripted with {len(self.script)} replies and was asked for "
+                f"reply {self.calls + 1}. Add replies to its script, or lower max_steps.")
+        return self.script[self.calls]
+
+    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                 max_tokens: int) -> Reply:
+        raw = self._next(messages)
+        self.calls += 1
+        reply = _as_reply(raw)
+        content = []
+        for k, block in enumerate(reply.content, start=1):
+            if isinstance(block, dict) and block.get("type") == "tool_use" and not block.get("id"):
+                block = {**block, "id": f"toolu_{self.calls:02d}_{k}"}
+            content.append(block)
+        if tools is not self._tools_ref:
+            self._tools_ref, self._tools_tokens = tools, estimate_tokens(tools)
+        prompt = estimate_tokens(system) + self._tools_tokens + self._messages_tokens(messages)
+        usage = Usage(prompt, estimate_tokens(content))
+        return Reply(content, reply.stop_reason, usage, self.model)
+
+
+def _as_reply(raw: ReplyLike) -> Reply:
+    if isinstance(raw, Reply):
+        return raw
+    if isinstance(raw, str):
+        return text_reply(raw)
+    if isinstance(raw, list):
+        blocks = blocks_of(raw)
+        return Reply(blocks, "tool_use" if tool_uses_of(blocks) else "end_turn")
+    raise TypeError(f"a scripted reply must be a Reply, a string or a list of blocks, "
+                    f"not {type(raw).__name__}")

@@ -1,0 +1,348 @@
+"""Tools: definitions the model reads, functions the harness runs, errors as results.
+
+A tool is a name, a description, a JSON Schema for its input (``input_schema``) and a Python
+function the model never sees. The model picks a tool by reading its description, so the
+description is part of the prompt: it should say *when* to use the tool.
+
+:class:`ToolRegistry` maps names to tools. It renders the definitions sent to the model and
+it is the allow-list: a name that is not registered never runs, whatever the model writes.
+
+Every failure becomes a ``tool_result`` with ``is_error: true`` that says what was wrong and
+how to fix the call, never an exception that ends the run:
+
+* an unknown tool name (the error lists the real tools),
+* input that is not a JSON object or fails the schema (the error names the field and shows
+  the ``input_schema``), checked with ``jsonschema`` and never coerced,
+* the function raising (:class:`ToolError` for messages written for the model; any other
+  exception is reported with its type and message).
+
+:func:`execute_tools` runs the calls of one reply concurrently and returns their results in
+the order the model asked for them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+import jsonschema
+import pydantic
+
+from .messages import Block, tool_result_block
+
+
+class ToolError(Exception):
+    """Raise inside a tool to send the model a readable error (``is_error: true``).
+
+    The message is the whole observation the model gets, so write it for the model: say
+    what was wrong and what a correct call looks like, e.g. ``"as_of must be YYYY-MM-DD"``.
+    """
+
+
+@dataclass
+class Tool:
+    """A tool: what the model sees (``name``, ``description``, ``input_schema``) and ``fn``.
+
+    ``fn`` is called with the validated input as keyword arguments and may return a string,
+    a JSON-serialisable value (sent as JSON text), ``None`` or UTF-8 ``bytes``.
+
+    ``side_effecting`` marks a tool that changes the world (a refund, an email); such calls
+    are not retried blindly. ``needs_approval`` makes the harness pause for a person before
+    it runs. ``timeout_s`` (seconds) overrides the run's default tool timeout.
+
+    Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
+    JSON Schema.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: Callable[..., Any]
+    side_effecting: bool = False
+    needs_approval: bool = False
+    timeout_s: float | None = None
+    _validator: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, _ or -")
+        cls = jsonschema.validators.validator_for(self.input_schema)
+        cls.check_schema(self.input_schema)
+        self._validator = cls(self.input_schema)
+
+    def definition(self) -> dict[str, Any]:
+        """The definition sent to the model: ``{"name", "description", "input_schema"}``."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_schema}
+
+    def input_errors(self, args: Any) -> str | None:
+        """``None`` when ``args`` is valid input, else a message naming every bad field.
+
+        The message shows the expected ``input_schema`` so the model can fix its next call.
+        A JSON string that holds an object is refused too: input must be an object, and the
+        harness does not guess.
+        """
+        if isinstance(args, str):
+            return (f"{self.name}: input must be a JSON object, but it arrived as a string "
+                    f"({_short(args)}). Send the arguments as an object matching "
+                    f"input_schema {_compact(self.input_schema)}.")
+        if not isinstance(args, dict):
+            return (f"{self.name}: input must be a JSON object, not {_json_type(args)}. "
+                    f"Expected input_schema: {_compact(self.input_schema)}.")
+        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        lines = [f"at '{'/'.join(map(str, e.absolute_path))}': {e.message}"
+                 if e.absolute_path else e.message for e in errors]
+        return (f"{self.name}: invalid input: {'; '.join(lines)}. "
+                f"Expected input_schema: {_compact(self.input_schema)}.")
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.fn(**kwargs)
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
+         description: str | None = None, side_effecting: bool = False,
+         needs_approval: bool = False, timeout_s: float | None = None) -> Any:
+    """Build a :class:`Tool` from a typed, documented function (``@tool`` or ``@tool(...)``).
+
+    The ``input_schema`` comes from the type hints through ``pydantic`` (every parameter must
+    have one; parameters with defaults are optional), with ``additionalProperties: false`` so
+    a misspelt argument is an error rather than silently ignored. The description is the
+    docstring's text before an ``Args:`` section; each ``name: text`` line of that section
+    describes one parameter. Raises ``TypeError`` for a parameter with no type hint.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        doc = inspect.getdoc(f) or ""
+        summary, arg_docs = _parse_docstring(doc)
+        return Tool(name or f.__name__, description or summary or f.__name__,
+                    schema_from_signature(f, arg_docs), f, side_effecting=side_effecting,
+                    needs_approval=needs_approval, timeout_s=timeout_s)
+
+    return build(fn) if fn is not None else build
+
+
+def schema_from_signature(f: Callable[..., Any],
+                          arg_docs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``."""
+    hints = get_type_hints(f)
+    fields: dict[str, Any] = {}
+    for p in inspect.signature(f).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.name not in hints:
+            raise TypeError(f"{f.__name__}: parameter {p.name!r} needs a type hint to become "
+                            f"part of the tool's input_schema")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], pydantic.Field(
+            default, description=(arg_docs or {}).get(p.name)))
+    model = pydantic.create_model(f"{f.__name__}_input", **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    head, _, args = doc.partition("\nArgs:\n")
+    arg_docs: dict[str, str] = {}
+    current = None
+    for line in args.splitlines():
+        m = re.match(r"\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+        if m:
+            current = m.group(1)
+            arg_docs[current] = m.group(2).strip()
+        elif current and line.strip():
+            arg_docs[current] += " " + line.strip()
+        elif not line.startswith(" ") and line.strip():
+            break
+    return " ".join(head.split()), arg_docs
+
+
+@dataclass
+class ToolExecution:
+    """What happened to one ``tool_use``: the result sent back and how it was obtained.
+
+    ``content`` is the text of the ``tool_result``; ``is_error`` its flag. ``error_kind`` is
+    ``None`` on success, else one of ``"unknown_tool"``, ``"invalid_input"``,
+    ``"tool_error"`` (a :class:`ToolError`), ``"exception"`` (any other exception),
+    ``"bad_result"`` (a return value that is not text or JSON) or ``"not_run"`` (the run
+    stopped before running it). ``latency_s`` is wall seconds spent in the function.
+    """
+
+    tool_use_id: str
+    name: str
+    input: Any
+    content: str
+    is_error: bool = False
+    error_kind: str | None = None
+    latency_s: float = 0.0
+    attempts: int = 1
+
+    def result_block(self) -> Block:
+        """The ``tool_result`` block answering this call."""
+        return tool_result_block(self.tool_use_id, self.content, self.is_error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input,
+                "content": self.content, "is_error": self.is_error,
+                "error_kind": self.error_kind, "latency_s": self.latency_s,
+                "attempts": self.attempts}
+
+
+class ToolRegistry:
+    """Name → :class:`Tool`: the definitions sent to the model, and the allow-list.
+
+    Raises ``ValueError`` when two tools share a name.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._definitions: list[dict[str, Any]] | None = None
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool) -> None:
+        """Register ``t``; ``ValueError`` if its name is taken."""
+        if t.name in self._tools:
+            raise ValueError(f"a tool named {t.name!r} is already registered")
+        self._tools[t.name] = t
+        self._definitions = None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name) if isinstance(name, str) else None
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        """Registered names, in registration order."""
+        return list(self._tools)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """The tool definitions for the model call (the same list object until a tool is added)."""
+        if self._definitions is None:
+            self._definitions = [t.definition() for t in self._tools.values()]
+        return self._definitions
+
+    def unknown_tool_message(self, name: Any) -> str:
+        """The error a model gets for a name that is not registered: lists the real tools."""
+        known = ", ".join(self._tools) or "(none)"
+        hint = ""
+        if isinstance(name, str):
+            close = difflib.get_close_matches(name, list(self._tools), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+        return f"Unknown tool {_short(name)}. Available tools: {known}.{hint}"
+
+    def run(self, block: Block) -> ToolExecution:
+        """Validate and run one ``tool_use`` block; every failure becomes an error result."""
+        call_id = str(block.get("id", ""))
+        name, args = block.get("name"), block.get("input")
+        t = self.get(name)
+        if t is None:
+            return ToolExecution(call_id, str(name), args, self.unknown_tool_message(name),
+                                 True, "unknown_tool")
+        problem = t.input_errors(args)
+        if problem:
+            return ToolExecution(call_id, t.name, args, problem, True, "invalid_input")
+        start = time.perf_counter()
+        try:
+            value = t.fn(**args)
+        except ToolError as e:
+            return ToolExecution(call_id, t.name, args, str(e), True, "tool_error",
+                                 time.perf_counter() - start)
+        except Exception as e:  # noqa: BLE001 - any tool failure becomes an observation
+            return ToolExecution(call_id, t.name, args,
+                                 f"{t.name} failed: {type(e).__name__}: {e}", True,
+                                 "exception", time.perf_counter() - start)
+        latency = time.perf_counter() - start
+        text, problem = result_text(value)
+        if problem:
+            return ToolExecution(call_id, t.name, args, f"{t.name} {problem}", True,
+                                 "bad_result", latency)
+        return ToolExecution(call_id, t.name, args, text, False, None, latency)
+
+
+def result_text(value: Any) -> tuple[str, str | None]:
+    """A tool's return value as ``tool_result`` text: ``(text, None)`` or ``("", problem)``.
+
+    Strings pass as they are; ``None`` becomes ``"(no output)"``; UTF-8 ``bytes`` are
+    decoded; other values are sent as JSON text. Bytes that are not UTF-8 and values JSON
+    cannot encode are reported as a problem rather than sent garbled.
+    """
+    if isinstance(value, str):
+        return value, None
+    if value is None:
+        return "(no output)", None
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8"), None
+        except UnicodeDecodeError:
+            return "", (f"returned {len(value)} bytes that are not UTF-8 text; a tool must "
+                        f"return text or JSON")
+    try:
+        return json.dumps(value, ensure_ascii=False), None
+    except (TypeError, ValueError) as e:
+        return "", f"returned a {type(value).__name__} that cannot be sent as JSON ({e})"
+
+
+def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
+                  max_workers: int = 16,
+                  run: Callable[[Block], ToolExecution] | None = None) -> list[ToolExecution]:
+    """Run one reply's ``tool_use`` blocks concurrently; results in request order.
+
+    Calls in one reply cannot depend on each other, so they run at the same time on a
+    thread pool sized to the number of calls (at most ``max_workers``); the wall time is
+    about the slowest call, not the sum. A single call runs in the calling thread. One
+    failing call never loses its siblings' results: each call's failure is its own error
+    result. ``run`` replaces ``registry.run`` for one call (used to add timeouts or hooks).
+    """
+    run_one = run or registry.run
+    if len(tool_uses) <= 1:
+        return [run_one(b) for b in tool_uses]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(tool_uses), max_workers)),
+                            thread_name_prefix="tool") as pool:
+        return list(pool.map(run_one, tool_uses))
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(", ", ": "), ensure_ascii=False)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
