@@ -1,0 +1,69 @@
+"""The small worlds the lessons run in: tools plus scripted models, all offline.
+
+Each scenario module registers its runnable demos in :data:`DEMOS` with :func:`register`.
+A :class:`Scenario` bundles everything one run needs; ``scenario.run()`` runs it through
+:func:`primer.agents.run_agent` with a fresh scripted model, so two runs never share state.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from primer.agents import LLM, AgentConfig, AgentResult, Tool, run_agent
+
+
+@dataclass
+class Scenario:
+    """One runnable demo: a task, its tools, a scripted model and the run's limits.
+
+    ``make_tools`` and ``make_llm`` build fresh tools and a fresh model for each run (tools
+    may hold state, such as a ledger; scripted models count their calls). ``config`` holds
+    the limits the lesson uses for this demo.
+    """
+
+    name: str
+    description: str
+    task: str
+    make_tools: Callable[[], list[Tool]]
+    make_llm: Callable[[], LLM]
+    config: AgentConfig = field(default_factory=AgentConfig)
+    system: str = ""
+
+    def run(self, config: AgentConfig | None = None, **overrides: Any) -> AgentResult:
+        """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields."""
+        cfg = replace(config or self.config, **overrides) if overrides else (config or self.config)
+        return run_agent(self.make_llm(), self.task, self.make_tools(), system=self.system,
+                         config=cfg)
+
+
+#: name → Scenario, filled by the scenario modules listed in :data:`SCENARIO_MODULES`.
+DEMOS: dict[str, Scenario] = {}
+
+#: Modules of ``primer.scenarios`` that register demos (imported by :func:`all_demos`).
+SCENARIO_MODULES = ["orders", "hr", "burner"]
+
+
+def register(scenario: Scenario) -> Scenario:
+    """Add ``scenario`` to :data:`DEMOS`; ``ValueError`` when the name is taken."""
+    if scenario.name in DEMOS and DEMOS[scenario.name] is not scenario:
+        raise ValueError(f"a demo named {scenario.name!r} is already registered")
+    DEMOS[scenario.name] = scenario
+    return scenario
+
+
+def all_demos() -> dict[str, Scenario]:
+    """Every registered demo, after importing each module of :data:`SCENARIO_MODULES`."""
+    for name in SCENARIO_MODULES:
+        importlib.import_module(f"primer.scenarios.{name}")
+    return dict(DEMOS)
+
+
+def get_demo(name: str) -> Scenario:
+    """The demo called ``name``; ``KeyError`` with the list of known names otherwise."""
+    demos = all_demos()
+    if name not in demos:
+        raise KeyError(f"no demo named {name!r}; known demos: {', '.join(sorted(demos))}")
+    return demos[name]
