@@ -38,6 +38,17 @@ import pydantic
 from .messages import Block, tool_result_block
 
 
+#: A tool function with a parameter of this name receives the call's idempotency key from
+#: the harness; the parameter is not part of the ``input_schema`` the model sees.
+IDEMPOTENCY_PARAM = "idempotency_key"
+
+
+def idempotency_key(tool_use_id: str) -> str:
+    """The idempotency key of a call: derived from its ``tool_use`` id, so every retry or
+    resume of the same call carries the same key and a side effect can be deduplicated."""
+    return f"idem-{tool_use_id}"
+
+
 class ToolError(Exception):
     """Raise inside a tool to send the model a readable error (``is_error: true``).
 
@@ -69,6 +80,7 @@ class Tool:
     needs_approval: bool = False
     timeout_s: float | None = None
     _validator: Any = field(init=False, repr=False, compare=False)
+    _takes_key: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
@@ -76,6 +88,11 @@ class Tool:
         cls = jsonschema.validators.validator_for(self.input_schema)
         cls.check_schema(self.input_schema)
         self._validator = cls(self.input_schema)
+        try:
+            params = inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self._takes_key = IDEMPOTENCY_PARAM in params
 
     def definition(self) -> dict[str, Any]:
         """The definition sent to the model: ``{"name", "description", "input_schema"}``."""
@@ -107,6 +124,12 @@ class Tool:
     def __call__(self, **kwargs: Any) -> Any:
         return self.fn(**kwargs)
 
+    def invoke(self, args: dict[str, Any], tool_use_id: str) -> Any:
+        """Call ``fn`` with validated ``args``, adding the idempotency key if ``fn`` takes one."""
+        if self._takes_key:
+            return self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
+        return self.fn(**args)
+
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          description: str | None = None, side_effecting: bool = False,
@@ -136,7 +159,7 @@ def schema_from_signature(f: Callable[..., Any],
     hints = get_type_hints(f)
     fields: dict[str, Any] = {}
     for p in inspect.signature(f).parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == IDEMPOTENCY_PARAM:
             continue
         if p.name not in hints:
             raise TypeError(f"{f.__name__}: parameter {p.name!r} needs a type hint to become "
@@ -269,7 +292,7 @@ class ToolRegistry:
             return ToolExecution(call_id, t.name, args, problem, True, "invalid_input")
         start = time.perf_counter()
         try:
-            value = t.fn(**args)
+            value = t.invoke(args, call_id)
         except ToolError as e:
             return ToolExecution(call_id, t.name, args, str(e), True, "tool_error",
                                  time.perf_counter() - start)
