@@ -1,0 +1,93 @@
+"""The pip route (pyproject.toml) and the conda route (environment.yml) stay in step, and the
+core library stays light enough to import without the notebook stack."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# conda-forge names that differ from the PyPI name of the same distribution.
+CONDA_TO_PYPI = {
+    "matplotlib-base": "matplotlib",
+}
+# Entries of environment.yml that are the toolchain, not dependencies of the project.
+CONDA_TOOLCHAIN = {"python", "pip"}
+
+
+def normalise(requirement: str) -> str:
+    """'Foo_Bar[extra] >=1.2; python_version<"3.12"' -> 'foo-bar'."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def pyproject_dependency_names() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
+    return {normalise(r) for r in requirements}
+
+
+def conda_dependency_names() -> set[str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    names = set()
+    for entry in env["dependencies"]:
+        if isinstance(entry, dict):  # the `pip:` sub-list installs the project itself
+            continue
+        name = normalise(entry.split("::")[-1])
+        if name not in CONDA_TOOLCHAIN:
+            names.add(CONDA_TO_PYPI.get(name, name))
+    return names
+
+
+def test_normalise_strips_versions_extras_markers_and_case():
+    assert normalise("Foo_Bar[extra] >=1.2; python_version<'3.12'") == "foo-bar"
+    assert normalise("pydantic>=2") == "pydantic"
+    assert normalise("ruamel.yaml") == "ruamel-yaml"
+
+
+def test_environment_yml_lists_the_same_dependencies_as_pyproject():
+    pip_names = pyproject_dependency_names()
+    conda_names = conda_dependency_names()
+    assert pip_names == conda_names, (
+        f"only in pyproject.toml: {sorted(pip_names - conda_names)}; "
+        f"only in environment.yml: {sorted(conda_names - pip_names)}"
+    )
+
+
+def test_environment_yml_installs_the_project_itself_with_its_dev_extra():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert env["name"] == "agent-loop-primer"
+    assert env["channels"] == ["conda-forge"]
+    pip_lists = [e["pip"] for e in env["dependencies"] if isinstance(e, dict)]
+    assert pip_lists == [["-e .[dev]"]]
+
+
+def test_ci_entry_point_is_an_executable_bash_script():
+    run = ROOT / ".ci" / "run"
+    assert run.read_text().startswith("#!/usr/bin/env bash")
+    assert os.access(run, os.X_OK)
+
+
+@pytest.mark.skipif(
+    not (ROOT / "primer" / "agents" / "__init__.py").exists(),
+    reason="primer/agents/__init__.py does not exist yet",
+)
+def test_importing_primer_agents_does_not_import_matplotlib_ipywidgets_or_anthropic():
+    heavy = ("matplotlib", "ipywidgets", "anthropic")
+    code = f"import primer.agents, sys; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "", f"import primer.agents pulled in: {done.stdout.strip()}"
