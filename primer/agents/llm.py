@@ -165,6 +165,28 @@ class ScriptExhausted(RuntimeError):
     """A ``ScriptedLLM`` was asked for more replies than it was scripted with."""
 
 
+class TransientModelError(RuntimeError):
+    """A model call failed in a way a later try may not (rate limit, overload, timeout).
+
+    Adapters raise it so the loop's model-call retry can wait and try again. ``retry_after_s``
+    is the wait in seconds the provider asked for (its ``retry-after`` header), or ``None``;
+    ``usage`` the tokens the failed call still consumed, if the provider reported any.
+    """
+
+    def __init__(self, message: str, retry_after_s: float | None = None,
+                 usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.usage = usage
+
+
+class PermanentModelError(RuntimeError):
+    """A model call failed in a way retrying will not fix (bad request, bad key, no access).
+
+    The loop ends the run with ``model_error``; the message says what to fix.
+    """
+
+
 class ScriptedLLM:
     """An offline model that replays a script and reports estimated usage.
 

@@ -1,0 +1,242 @@
+"""``ClaudeLLM``: the loop's :class:`~primer.agents.llm.LLM` over the official ``anthropic`` SDK.
+
+The same ``run_agent`` that the lessons drive with scripted models runs against Claude::
+
+    from primer.agents.claude import ClaudeLLM
+    result = run_agent(ClaudeLLM(), task, tools)          # needs ANTHROPIC_API_KEY
+
+Each call sends ``system``, the whole message list, the tool definitions (``name``,
+``description``, ``input_schema``) and ``max_tokens`` to ``client.messages.create`` and maps
+the reply to a :class:`~primer.agents.llm.Reply`: content blocks as plain dicts, the
+``stop_reason`` unchanged (every value the SDK defines is one of
+:data:`~primer.agents.llm.STOP_REASONS`), and the full ``usage`` including prompt-cache
+writes and reads, so the loop's budgets and dollar figures count them.
+
+Retries: the client is built with ``max_retries=0``. A rate limit (429), an overload (529),
+a server error (5xx), a timeout or a lost connection raises
+:class:`~primer.agents.llm.TransientModelError` carrying the server's ``retry-after``, so
+the *loop's* model-call retry waits and tries again, visibly in the trace and inside the
+run's budgets, instead of the SDK retrying out of sight. Pass ``max_retries=2`` to get the
+SDK's own behaviour back. A 400 saying the prompt is too long becomes a reply with
+``stop_reason="model_context_window_exceeded"`` (the loop stops with ``context_window``);
+any other client error (bad request, bad key, no access) raises
+:class:`~primer.agents.llm.PermanentModelError` and the run stops with ``model_error``.
+
+This module imports ``anthropic``; ``import primer.agents`` does not import this module.
+The API key is read by the SDK from ``ANTHROPIC_API_KEY`` (or passed in) and never stored
+on the ``ClaudeLLM``, printed in its ``repr`` or copied into any reply or error text.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anthropic
+
+from .llm import PermanentModelError, Reply, TransientModelError, Usage
+from .messages import Block, Message
+
+#: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set.
+DEFAULT_MODEL = "claude-sonnet-4-5"
+#: The environment variable that overrides :data:`DEFAULT_MODEL`.
+MODEL_ENV_VAR = "PRIMER_CLAUDE_MODEL"
+#: The environment variable the SDK reads the API key from.
+API_KEY_ENV_VAR = "ANTHROPIC_API_KEY"
+
+#: How to get going without a key (used by the command line and the lesson).
+NO_KEY_HELP = (
+    f"No Anthropic API key found: set {API_KEY_ENV_VAR} (for example "
+    f"`export {API_KEY_ENV_VAR}=sk-ant-...`, a key from console.anthropic.com) and run again. "
+    f"Every lesson and test runs offline without one, against scripted models and a local "
+    f"server that speaks the Messages API.")
+
+
+def default_model() -> str:
+    """The model id to use: ``$PRIMER_CLAUDE_MODEL`` if set, else :data:`DEFAULT_MODEL`."""
+    return os.environ.get(MODEL_ENV_VAR) or DEFAULT_MODEL
+
+
+def has_api_key() -> bool:
+    """Whether ``ANTHROPIC_API_KEY`` is set to something non-empty."""
+    return bool(os.environ.get(API_KEY_ENV_VAR, "").strip())
+
+
+class ClaudeLLM:
+    """An :class:`~primer.agents.llm.LLM` that calls Claude through ``anthropic.Anthropic``.
+
+    - ``model``: the model id (default :func:`default_model`).
+    - ``client``: an ``anthropic.Anthropic`` to use (tests pass one pointed at a local
+      server); when omitted one is built from ``api_key``/``base_url`` (or the SDK's
+      environment variables) with ``max_retries`` and ``timeout_s``.
+    - ``max_retries``: the SDK's own retries (default 0: the loop retries, see the module).
+    - ``cache_prefix``: mark the static prefix (tool definitions and system prompt) with
+      ``cache_control: {"type": "ephemeral"}`` so later calls read it from the prompt cache.
+    - ``exact_count``: before each call, the loop's ``budget_check="before"`` asks
+      :meth:`count_tokens` (``messages.count_tokens``, one extra request) for the prompt's
+      exact size instead of a characters/4 estimate.
+
+    Calling it returns a :class:`Reply`; raises :class:`TransientModelError` (retry may help)
+    or :class:`PermanentModelError` (fix the request) as described in the module docstring.
+    """
+
+    def __init__(self, model: str | None = None, *, client: anthropic.Anthropic | None = None,
+                 api_key: str | None = None, base_url: str | None = None,
+                 max_retries: int = 0, timeout_s: float = 120.0, cache_prefix: bool = False,
+                 exact_count: bool = False) -> None:
+        self.model = model or default_model()
+        if client is None:
+            if api_key is None and not has_api_key():
+                raise PermanentModelError(NO_KEY_HELP)
+            client = anthropic.Anthropic(api_key=api_key, base_url=base_url,
+                                         max_retries=max_retries, timeout=timeout_s)
+        self.client = client
+        self.cache_prefix = cache_prefix
+        self.exact_count = exact_count
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return (f"ClaudeLLM(model={self.model!r}, cache_prefix={self.cache_prefix}, "
+                f"exact_count={self.exact_count})")
+
+    def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                max_tokens: int | None = None) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for this prompt (no API call).
+
+        With ``cache_prefix``, the last tool definition and the system prompt (as one text
+        block) carry ``cache_control``; the caller's lists are not modified.
+        """
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if tools:
+            kwargs["tools"] = [dict(t) for t in tools]
+        if system:
+            kwargs["system"] = system
+        if self.cache_prefix:
+            mark = {"type": "ephemeral"}
+            if tools:
+                kwargs["tools"][-1]["cache_control"] = mark
+            if system:
+                kwargs["system"] = [{"type": "text", "text": system, "cache_control": mark}]
+        return kwargs
+
+    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                 max_tokens: int) -> Reply:
+        self.calls += 1
+        try:
+            message = self.client.messages.create(
+                **self.request(system=system, messages=messages, tools=tools,
+                               max_tokens=max_tokens))
+        except anthropic.APIError as e:
+            return self._on_error(e)
+        return reply_from_message(message)
+
+    def count_tokens(self, *, system: str, messages: list[Message],
+                     tools: list[dict[str, Any]]) -> int:
+        """The prompt's exact input tokens, from ``messages.count_tokens`` (one API request).
+
+        Raises :class:`TransientModelError` or :class:`PermanentModelError` like a call.
+        """
+        try:
+            counted = self.client.messages.count_tokens(
+                **self.request(system=system, messages=messages, tools=tools))
+        except anthropic.APIError as e:
+            err = model_error(e)
+            if isinstance(err, Reply):
+                err = PermanentModelError(f"count_tokens: {_error_message(e)}")
+            raise err from e
+        return int(counted.input_tokens)
+
+    def _on_error(self, e: anthropic.APIError) -> Reply:
+        err = model_error(e)
+        if isinstance(err, Reply):
+            return err
+        raise err from e
+
+
+def reply_from_message(message: Any) -> Reply:
+    """Map an SDK ``Message`` to a :class:`Reply`: blocks as dicts, stop reason, full usage.
+
+    Blocks keep the fields the API sent (``text``, ``tool_use`` with ``id``/``name``/
+    ``input``, and any others such as ``thinking``), so the reply can be sent back
+    unchanged. A ``stop_reason`` outside :data:`~primer.agents.llm.STOP_REASONS` (a newer
+    API value) is kept as it is; the loop treats an unknown reason without tool calls as
+    the end of the turn.
+    """
+    content: list[Block] = [block_to_dict(b) for b in message.content]
+    u = message.usage
+    usage = Usage(int(u.input_tokens or 0), int(u.output_tokens or 0),
+                  int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+                  int(getattr(u, "cache_read_input_tokens", 0) or 0))
+    stop_reason = message.stop_reason or "end_turn"
+    return Reply(content, stop_reason, usage, str(message.model))
+
+
+def block_to_dict(block: Any) -> Block:
+    """An SDK content block as the plain dict the API sent (``None`` fields dropped)."""
+    if isinstance(block, dict):
+        return block
+    d = block.model_dump(mode="json", exclude_none=True)
+    if d.get("type") == "tool_use":  # our shape: exactly the four fields the API reads back
+        return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input")}
+    if d.get("type") == "text":
+        return {"type": "text", "text": d.get("text", "")}
+    return d
+
+
+_PROMPT_TOO_LONG = "prompt is too long"
+
+
+def model_error(e: anthropic.APIError) -> Reply | TransientModelError | PermanentModelError:
+    """Classify an SDK error: retry it, stop on the context window, or give up.
+
+    - 429, 408, 409, 5xx (529 overloaded included), timeouts and connection errors:
+      :class:`TransientModelError` with the ``retry-after`` seconds the server sent;
+    - a 400 whose message says the prompt is too long: a :class:`Reply` with
+      ``stop_reason="model_context_window_exceeded"`` and no content;
+    - any other error: :class:`PermanentModelError` whose message says what to fix.
+    """
+    if isinstance(e, anthropic.APIConnectionError):  # includes APITimeoutError
+        return TransientModelError(f"could not reach the API ({type(e).__name__}): {e}")
+    status = getattr(e, "status_code", None)
+    text = _error_message(e)
+    if status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
+        kind = {429: "rate limited", 529: "overloaded"}.get(status, "server error")
+        return TransientModelError(f"the API answered {status} ({kind}): {text}",
+                                   retry_after_s=_retry_after(e))
+    if status == 400 and _PROMPT_TOO_LONG in text.lower():
+        return Reply([], "model_context_window_exceeded", Usage())
+    hint = {401: f"check {API_KEY_ENV_VAR}: the API did not accept the key",
+            403: "the key has no access to this model or feature",
+            404: f"check the model id (set {MODEL_ENV_VAR}) and the base URL",
+            413: "the request is too large; send a shorter history or smaller tool results",
+            400: "the request was malformed; the message above says which field"}.get(
+                status or 0, "see the message above")
+    return PermanentModelError(f"the API answered {status}: {text} ({hint})")
+
+
+def _error_message(e: anthropic.APIError) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(e, "message", e))
+
+
+def _retry_after(e: anthropic.APIError) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` on the error's response."""
+    response = getattr(e, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) / scale)
+            except ValueError:
+                continue
+    return None
+

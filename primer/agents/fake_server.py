@@ -1,0 +1,398 @@
+"""A local model server that speaks the provider wire formats, for tests and lessons.
+
+``FakeModelServer`` answers, on ``127.0.0.1`` and a free port:
+
+- ``POST /v1/messages``: the Anthropic Messages API (query string ignored, so the SDK's
+  ``?beta=true`` works), including server-side threads (``thread: {"type": "create"}`` and
+  ``{"type": "continue", "previous_message_id": ...}``, which the SDK's beta tool runner
+  sends) and prompt caching (``cache_control`` on the tools or the system prompt);
+- ``POST /v1/messages/count_tokens``: ``{"input_tokens": n}`` for the same prompt;
+- ``POST /v1/chat/completions``: the OpenAI chat-completions format (via
+  :mod:`primer.agents.openai_compat`).
+
+Each request's prompt is turned back into our shapes (a system string, the message list,
+tool definitions) and handed to an :class:`~primer.agents.llm.LLM`, usually a
+:class:`~primer.agents.llm.ScriptedLLM` from a scenario, so the same scripted model runs
+offline and over HTTP. Its :class:`~primer.agents.llm.Reply` is rendered into the wire JSON
+with every field the SDKs require (``id``, ``type``, ``role``, ``model``, ``content``,
+``stop_reason``, ``stop_sequence``, ``usage``). Extra request fields are tolerated.
+
+Errors come back as the API sends them: a status code and a body
+``{"type": "error", "error": {"type": ..., "message": ...}}``. Script them with
+:meth:`FakeModelServer.fail_next` (e.g. two 429s with ``retry-after``, then a reply). A
+request that breaks the API's pairing rule (a ``tool_use`` not answered by a
+``tool_result`` with its id in the next user message) gets the 400 the real API gives.
+
+Every request is recorded (path, headers with the API key redacted, JSON body) in
+:attr:`FakeModelServer.requests` so tests can assert on what an SDK actually sent::
+
+    with FakeModelServer(ScriptedLLM([...])) as srv:
+        client = anthropic.Anthropic(api_key="test", base_url=srv.base_url)
+        ...
+    srv.requests[0].body["messages"]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from .llm import LLM, Reply, Usage, estimate_tokens
+from .messages import Message
+
+#: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+               403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+               429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+
+#: Request headers whose values are never recorded (they carry credentials).
+SECRET_HEADERS = ("x-api-key", "authorization")
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received: ``path`` (no query), ``query``, ``headers`` (lower-case
+    names; credential values replaced by ``"<redacted>"``) and the parsed JSON ``body``."""
+
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class ScriptedError:
+    """An error reply to send instead of a model reply: HTTP ``status``, a ``message``, and
+    ``retry_after_s`` (seconds; sent as ``retry-after`` and, when positive,
+    ``retry-after-ms``), or ``None`` for no header."""
+
+    status: int
+    message: str = ""
+    retry_after_s: float | None = None
+
+
+class RequestError(Exception):
+    """A request the server rejects with ``status`` and an API-format error body."""
+
+    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.details = status, message, details
+
+
+@dataclass
+class _Thread:
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[Message] = field(default_factory=list)
+
+
+class FakeModelServer:
+    """A local HTTP server speaking the Messages API (and chat completions) over ``llm``.
+
+    ``llm`` answers every model request (any :class:`~primer.agents.llm.LLM`).
+    ``model`` is reported when the LLM names none. Use as a context manager, or call
+    :meth:`start` and :meth:`stop`. Attributes: ``base_url`` (``http://127.0.0.1:<port>``),
+    ``requests`` (every :class:`RecordedRequest`, in order).
+
+    Usage (tokens) comes from the LLM; for a ``ScriptedLLM`` that is the characters/4
+    estimate over the *whole* conversation, also on a threaded ``continue`` request that
+    sent only the new messages, because the model still reads all of it. With
+    ``cache_control`` on the tool definitions or the system prompt, the first request with a
+    given prefix reports its tokens as ``cache_creation_input_tokens`` and later ones as
+    ``cache_read_input_tokens`` (no minimum length, unlike the real API).
+    """
+
+    def __init__(self, llm: LLM, *, model: str = "claude-fake-1") -> None:
+        self.llm = llm
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self._errors: deque[ScriptedError] = deque()
+        self._threads: dict[str, _Thread] = {}
+        self._cached_prefixes: set[str] = set()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (the SDKs add ``/v1/...`` themselves)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not running; use `with FakeModelServer(...)` "
+                               "or call start()")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> FakeModelServer:
+        """Bind a free port on 127.0.0.1 and serve in a background thread."""
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                                        name="fake-model-server")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ scripting
+
+    def fail_next(self, status: int, times: int = 1, *, retry_after_s: float | None = 0.0,
+                  message: str | None = None) -> None:
+        """Answer the next ``times`` model requests with HTTP ``status`` instead of a reply.
+
+        For example ``fail_next(429, 2, retry_after_s=0.01)``: two rate-limit errors asking
+        for a 10 ms wait, then the model answers again. Raises ``ValueError`` for a status
+        that is not an error (below 400).
+        """
+        if status < 400:
+            raise ValueError(f"fail_next needs an error status (400 or above), got {status}")
+        text = message or {429: "Number of request tokens has exceeded your rate limit.",
+                           529: "Overloaded", 400: "Invalid request."}.get(status, "Error")
+        for _ in range(times):
+            self._errors.append(ScriptedError(status, text, retry_after_s))
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """The recorded requests to a model endpoint (not ``count_tokens``)."""
+        return [r for r in self.requests if not r.path.endswith("/count_tokens")]
+
+    # ------------------------------------------------------------------ the API
+
+    def handle(self, path: str, body: Any) -> tuple[int, dict[str, str], Any]:
+        """Answer one request: ``(status, extra headers, JSON body)``. Never raises."""
+        try:
+            if not isinstance(body, dict):
+                raise RequestError(400, "The request body must be a JSON object.")
+            if path == "/v1/messages/count_tokens":
+                system, messages, tools, _ = self._prompt(body, for_count=True)
+                return 200, {}, {"input_tokens": self._prompt_tokens(system, messages, tools)}
+            if path not in ("/v1/messages", "/v1/chat/completions"):
+                raise RequestError(404, f"Not found: {path}. This server answers "
+                                        f"/v1/messages, /v1/messages/count_tokens and "
+                                        f"/v1/chat/completions.")
+            with self._lock:
+                scripted = self._errors.popleft() if self._errors else None
+            if scripted is not None:
+                return self._scripted_error(scripted)
+            if path == "/v1/chat/completions":
+                return 200, {}, self._chat_completion(body)
+            return 200, {}, self._message(body)
+        except RequestError as e:
+            return e.status, {}, error_body(e.status, e.message, e.details)
+
+    def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        system, messages, tools, thread = self._prompt(body)
+        check_tool_pairing(messages)
+        reply = self.llm(system=system, messages=messages, tools=tools,
+                         max_tokens=int(body["max_tokens"]))
+        msg_id = f"msg_fake_{next(self._ids):04d}"
+        usage = self._cached_usage(body, system, tools, reply.usage)
+        wire = message_json(reply, msg_id, reply.model or self.model, usage)
+        if thread is not None:
+            thread.messages = [*messages, {"role": "assistant", "content": wire["content"]}]
+            with self._lock:
+                self._threads[msg_id] = thread
+        return wire
+
+    def _chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        from .openai_compat import chat_completion_json, from_chat_request
+
+        system, messages, tools, max_tokens = from_chat_request(body)
+        check_tool_pairing(messages)
+        reply = self.llm(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
+        return chat_completion_json(reply, f"chatcmpl-fake-{next(self._ids):04d}",
+                                    reply.model or self.model)
+
+    def _prompt(self, body: dict[str, Any], for_count: bool = False
+                ) -> tuple[str, list[Message], list[dict[str, Any]], _Thread | None]:
+        """System string, full message list, tool definitions and the thread (if any)."""
+        missing = [f for f in ("model", "messages") + (() if for_count else ("max_tokens",))
+                   if f not in body]
+        if missing:
+            raise RequestError(400, f"{missing[0]}: Field required")
+        if not isinstance(body["messages"], list):
+            raise RequestError(400, "messages: Input should be a valid list")
+        thread_param = body.get("thread")
+        if isinstance(thread_param, dict) and thread_param.get("type") == "continue":
+            prev = str(thread_param.get("previous_message_id"))
+            with self._lock:
+                held = self._threads.get(prev)
+            if held is None:
+                raise RequestError(404, f"thread: no thread holds message {prev}",
+                                   {"error_code": "thread_not_found"})
+            for f in ("system", "tools"):
+                if f in body:
+                    raise RequestError(400, f"{f}: cannot be set on a thread `continue`; the "
+                                            f"thread keeps the one it was created with")
+            messages = [*held.messages, *(strip_cache_control(m) for m in body["messages"])]
+            return held.system, messages, held.tools, _Thread(held.system, held.tools)
+        system = system_text(body.get("system", ""))
+        tools = [strip_cache_control(t) for t in body.get("tools") or []]
+        messages = [strip_cache_control(m) for m in body["messages"]]
+        thread = _Thread(system, tools) if thread_param is not None else None
+        return system, messages, tools, thread
+
+    @staticmethod
+    def _prompt_tokens(system: str, messages: list[Message], tools: list[dict[str, Any]]) -> int:
+        return (estimate_tokens(system) + estimate_tokens(tools)
+                + sum(estimate_tokens(m) for m in messages))
+
+    def _cached_usage(self, body: dict[str, Any], system: str, tools: list[dict[str, Any]],
+                      usage: Usage) -> Usage:
+        """Move the cached prefix's tokens from ``input_tokens`` to the cache fields."""
+        marked_tools = any(isinstance(t, dict) and "cache_control" in t
+                           for t in body.get("tools") or [])
+        sys_field = body.get("system")
+        marked_system = isinstance(sys_field, list) and any(
+            isinstance(b, dict) and "cache_control" in b for b in sys_field)
+        if not (marked_tools or marked_system) or usage.input_tokens <= 0:
+            return usage
+        prefix = estimate_tokens(tools) + (estimate_tokens(system) if marked_system else 0)
+        prefix = min(prefix, usage.input_tokens)
+        key = json.dumps([tools, system if marked_system else None], sort_keys=True)
+        with self._lock:
+            hit = key in self._cached_prefixes
+            self._cached_prefixes.add(key)
+        return Usage(usage.input_tokens - prefix, usage.output_tokens,
+                     0 if hit else prefix, prefix if hit else 0)
+
+    @staticmethod
+    def _scripted_error(e: ScriptedError) -> tuple[int, dict[str, str], Any]:
+        headers: dict[str, str] = {}
+        if e.retry_after_s is not None:
+            headers["retry-after"] = str(int(e.retry_after_s))
+            if e.retry_after_s > 0:
+                headers["retry-after-ms"] = f"{e.retry_after_s * 1000:g}"
+        return e.status, headers, error_body(e.status, e.message)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeModelServer
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
+                   for k, v in self.headers.items()}
+        with self.owner._lock:
+            self.owner.requests.append(RecordedRequest(parts.path, parts.query, headers, body))
+        status, extra, payload = self.owner.handle(parts.path, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", f"req_fake_{len(self.owner.requests):04d}")
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Silent: a line on stderr would fail a notebook cell."""
+
+
+# ---------------------------------------------------------------------- wire helpers
+
+def error_body(status: int, message: str, details: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """The API's error body for ``status``: ``{"type": "error", "error": {type, message}}``."""
+    err: dict[str, Any] = {"type": ERROR_TYPES.get(status, "api_error"), "message": message}
+    if details:
+        err["details"] = details
+    return {"type": "error", "error": err}
+
+
+def message_json(reply: Reply, msg_id: str, model: str, usage: Usage | None = None
+                 ) -> dict[str, Any]:
+    """``reply`` as a Messages API response body (every field the SDK requires)."""
+    content = [b if b.get("type") != "text" else {"type": "text", "text": b.get("text", "")}
+               for b in reply.content]
+    return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": reply.stop_reason, "stop_sequence": None,
+            "usage": (usage or reply.usage).to_dict()}
+
+
+def system_text(system: Any) -> str:
+    """The system prompt as one string (a list of text blocks is joined without separators,
+    so ``[{"type": "text", "text": s}]`` gives back ``s``)."""
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    raise RequestError(400, "system: Input should be a string or a list of text blocks")
+
+
+def strip_cache_control(value: Any) -> Any:
+    """``value`` without ``cache_control`` keys in it or its content blocks."""
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) if k == "content" else v
+                for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+def check_tool_pairing(messages: list[Message]) -> None:
+    """Raise the API's 400 when a ``tool_use`` is not answered in the next user message.
+
+    The rule (Anthropic "Tool use" docs): every ``tool_use`` block of an assistant message
+    must have a ``tool_result`` with its id in the *immediately following* user message, and
+    every ``tool_result`` must answer a ``tool_use`` of the message before it. The final
+    assistant message (a ``pause_turn`` continuation) is exempt.
+    """
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
+            continue
+        if msg.get("role") == "assistant" and i + 1 < len(messages):
+            ids = [b.get("id") for b in msg["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_use"]
+            nxt = messages[i + 1].get("content")
+            answered = {b.get("tool_use_id") for b in nxt if isinstance(b, dict)
+                        and b.get("type") == "tool_result"} if isinstance(nxt, list) else set()
+            missing = [x for x in ids if x not in answered]
+            if missing:
+                raise RequestError(400, f"messages.{i + 1}: `tool_use` ids were found without "
+                                        f"`tool_result` blocks immediately after: "
+                                        f"{', '.join(map(str, missing))}. Each `tool_use` block "
+                                        f"must have a corresponding `tool_result` block in the "
+                                        f"next message.")
+        if msg.get("role") == "user":
+            prev = messages[i - 1].get("content") if i > 0 else None
+            asked = {b.get("id") for b in prev if isinstance(b, dict)
+                     and b.get("type") == "tool_use"} if isinstance(prev, list) else set()
+            stray = [b.get("tool_use_id") for b in msg["content"] if isinstance(b, dict)
+                     and b.get("type") == "tool_result" and b.get("tool_use_id") not in asked]
+            if stray:
+                raise RequestError(400, f"messages.{i}.content: unexpected `tool_use_id` found "
+                                        f"in `tool_result` blocks: {', '.join(map(str, stray))}. "
+                                        f"Each `tool_result` block must have a corresponding "
+                                        f"`tool_use` block in the previous message.")
