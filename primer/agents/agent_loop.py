@@ -29,6 +29,7 @@ estimate, usage and cost totals and the repeat counts are all kept incrementally
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -460,19 +461,24 @@ def check_no_progress(state: RunState) -> Stop | None:
 
 def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               system: str = "", config: AgentConfig | None = None,
-              on_event: EventSink | None = None) -> AgentResult:
+              on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
+              ) -> AgentResult:
     """Run the agent loop on ``task`` until one of its exits fires.
 
     ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
     (the allow-list); ``system`` the system prompt; ``config`` every limit and price.
     ``on_event(kind, data)``, if given, is called as the run goes (``run_start``,
-    ``model_call``, ``tool_execution``, ``stop``).
+    ``model_call``, ``tool_execution``, ``stop``). ``trace``, a file path, records every
+    event there as JSON Lines while the run goes (see :mod:`primer.agents.trace`).
 
     Returns an :class:`AgentResult`; never raises for bad model output or failing tools.
     Exceptions from the model call end the run with ``model_error`` (work so far kept),
     except :class:`~primer.agents.llm.ScriptExhausted`, a bug in a script, which propagates.
     """
     config = config or AgentConfig()
+    if trace is not None:
+        from .trace import TraceWriter
+        on_event = TraceWriter(trace, forward=on_event)
     registry = _registry_for_run(tools, config)
     state = RunState(config=config, system=system, messages=[], tool_defs=registry.definitions(),
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
