@@ -23,6 +23,7 @@ the order the model asked for them.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import json
 import re
@@ -36,7 +37,6 @@ import jsonschema
 import pydantic
 
 from .messages import Block, tool_result_block
-
 
 #: A tool function with a parameter of this name receives the call's idempotency key from
 #: the harness; the parameter is not part of the ``input_schema`` the model sees.
@@ -87,7 +87,7 @@ class Tool:
             raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, _ or -")
         cls = jsonschema.validators.validator_for(self.input_schema)
         cls.check_schema(self.input_schema)
-        self._validator = cls(self.input_schema)
+        self._validator = _strict_validator(cls)(self.input_schema)
         try:
             params = inspect.signature(self.fn).parameters
         except (TypeError, ValueError):
@@ -200,7 +200,10 @@ class ToolExecution:
     ``None`` on success, else one of ``"unknown_tool"``, ``"invalid_input"``,
     ``"tool_error"`` (a :class:`ToolError`), ``"exception"`` (any other exception),
     ``"bad_result"`` (a return value that is not text or JSON) or ``"not_run"`` (the run
-    stopped before running it). ``latency_s`` is wall seconds spent in the function.
+    stopped before running it); with :mod:`primer.agents.production` also ``"timeout"``,
+    ``"rate_limited"``, ``"transient"`` and ``"gave_up"`` (retries used up). ``latency_s``
+    is wall seconds spent in the function. ``attempts`` counts tries; ``attempt_log`` holds
+    one JSON-ready record per try when a retry policy ran the call.
     """
 
     tool_use_id: str
@@ -211,6 +214,7 @@ class ToolExecution:
     error_kind: str | None = None
     latency_s: float = 0.0
     attempts: int = 1
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
 
     def result_block(self) -> Block:
         """The ``tool_result`` block answering this call."""
@@ -221,7 +225,7 @@ class ToolExecution:
         return {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input,
                 "content": self.content, "is_error": self.is_error,
                 "error_kind": self.error_kind, "latency_s": self.latency_s,
-                "attempts": self.attempts}
+                "attempts": self.attempts, "attempt_log": self.attempt_log}
 
 
 class ToolRegistry:
@@ -279,8 +283,13 @@ class ToolRegistry:
             hint = f" Did you mean '{close[0]}'?" if close else ""
         return f"Unknown tool {_short(name)}. Available tools: {known}.{hint}"
 
-    def run(self, block: Block) -> ToolExecution:
-        """Validate and run one ``tool_use`` block; every failure becomes an error result."""
+    def run(self, block: Block,
+            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None) -> ToolExecution:
+        """Validate and run one ``tool_use`` block; every failure becomes an error result.
+
+        ``invoke(tool, input, tool_use_id)`` calls the tool (default :meth:`Tool.invoke`);
+        :class:`primer.agents.production.ToolRunner` passes one that adds a timeout.
+        """
         call_id = str(block.get("id", ""))
         name, args = block.get("name"), block.get("input")
         t = self.get(name)
@@ -292,7 +301,7 @@ class ToolRegistry:
             return ToolExecution(call_id, t.name, args, problem, True, "invalid_input")
         start = time.perf_counter()
         try:
-            value = t.invoke(args, call_id)
+            value = invoke(t, args, call_id) if invoke else t.invoke(args, call_id)
         except ToolError as e:
             return ToolExecution(call_id, t.name, args, str(e), True, "tool_error",
                                  time.perf_counter() - start)
@@ -326,7 +335,7 @@ def result_text(value: Any) -> tuple[str, str | None]:
             return "", (f"returned {len(value)} bytes that are not UTF-8 text; a tool must "
                         f"return text or JSON")
     try:
-        return json.dumps(value, ensure_ascii=False), None
+        return json.dumps(value, ensure_ascii=False, allow_nan=False), None
     except (TypeError, ValueError) as e:
         return "", f"returned a {type(value).__name__} that cannot be sent as JSON ({e})"
 
@@ -348,6 +357,18 @@ def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
     with ThreadPoolExecutor(max_workers=max(1, min(len(tool_uses), max_workers)),
                             thread_name_prefix="tool") as pool:
         return list(pool.map(run_one, tool_uses))
+
+
+def _is_integer(_checker: Any, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.cache
+def _strict_validator(cls: Any) -> Any:
+    """``cls`` with "integer" meaning a JSON integer only: JSON Schema counts 2.0 as an
+    integer, but a function typed ``int`` must not be handed a float."""
+    return jsonschema.validators.extend(
+        cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
 def _compact(obj: Any) -> str:

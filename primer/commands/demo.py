@@ -1,0 +1,72 @@
+"""``python -m primer demo NAME``: run one of the course's scenarios offline and show its trace.
+
+``python -m primer demo --list`` lists the demos. ``python -m primer demo orders`` prints the
+scenario's description and task, the trace table (one row per model call), the stop cause
+and the run's summary, and for a run that ended with ``end_turn`` the model's answer.
+``--json`` prints the whole :class:`~primer.agents.AgentResult` as JSON instead.
+
+Every stop cause exits with code 0: a stop is the run's outcome, not a failure of the
+command. An unknown name exits with code 2 and lists the known names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from primer.agents import StopCause
+from primer.scenarios import Scenario, all_demos, get_demo
+
+#: Exit code for a command-line usage error (the convention argparse follows).
+USAGE_ERROR = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``demo`` sub-command to ``subparsers`` (an argparse sub-parsers action)."""
+    p = subparsers.add_parser(
+        "demo", help="run a scenario offline and print its trace",
+        description="Run one of the course's scenarios offline, with its scripted model, "
+                    "and print the trace table, the stop cause and the summary.")
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="the demo to run (see --list), e.g. orders")
+    p.add_argument("--list", action="store_true", help="list the demos and exit")
+    p.add_argument("--json", action="store_true",
+                   help="print the run's full result (steps, messages, usage) as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``demo``; returns the exit code (0, or 2 for an unknown or missing name)."""
+    if args.list:
+        print(list_text(all_demos()))
+        return 0
+    if not args.name:
+        print("demo: give a demo NAME, or --list to see them.\n" + list_text(all_demos()),
+              file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        scenario = get_demo(args.name)
+    except KeyError as e:
+        print(f"demo: {e.args[0]}. Run `python -m primer demo --list` for descriptions.",
+              file=sys.stderr)
+        return USAGE_ERROR
+    result = scenario.run()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    print(f"{scenario.name}: {scenario.description}")
+    print(f"task: {scenario.task}\n")
+    print(result.table())
+    if result.stop_cause is StopCause.END_TURN:
+        print(f"\nanswer: {result.final_text}")
+    return 0
+
+
+def list_text(demos: dict[str, Scenario]) -> str:
+    """One line per demo, ``name  description``, sorted by name."""
+    if not demos:
+        return "(no demos registered)"
+    width = max(len(n) for n in demos)
+    return "\n".join(f"{n.ljust(width)}  {demos[n].description}" for n in sorted(demos))
