@@ -28,6 +28,7 @@ estimate, usage and cost totals and the repeat counts are all kept incrementally
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -35,12 +36,15 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Literal
 
 from .cost import Prices, cost_usd
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import (Block, Message, assistant_message, text_block, tool_use_block,
                        user_message)
+from .production import (ModelRetriesExhausted, RetryPolicy, ToolRunner,
+                         call_model_with_retries, failed_usage)
 from .tools import Tool, ToolExecution, ToolRegistry, execute_tools
 
 
@@ -85,10 +89,18 @@ def _handoff_never_runs(**_: Any) -> str:
     raise RuntimeError("the harness intercepts handoff_to_human; it never runs")
 
 
+@functools.lru_cache(maxsize=1)
 def handoff_tool() -> Tool:
-    """A :class:`Tool` for :data:`HANDOFF_TOOL_DEF` (the loop intercepts it; it never runs)."""
+    """A :class:`Tool` for :data:`HANDOFF_TOOL_DEF` (the loop intercepts it; it never runs).
+
+    Built once and shared: checking its schema costs milliseconds, too much to repeat per run.
+    """
     return Tool(HANDOFF_TOOL_DEF["name"], HANDOFF_TOOL_DEF["description"],
                 HANDOFF_TOOL_DEF["input_schema"], _handoff_never_runs)
+
+
+#: AgentConfig fields that hold functions: not part of its JSON form.
+_CALLABLES = frozenset({"clock", "sleep"})
 
 
 @dataclass
@@ -113,7 +125,18 @@ class AgentConfig:
     - ``max_tokens``: output tokens allowed per reply (default 1,024).
     - ``max_parallel_tools``: cap on the threads running one reply's calls (default 16).
     - ``offer_handoff``: offer the model the ``handoff_to_human`` tool (default on).
+    - ``checkpoint_dir``: a directory for checkpoints (see :mod:`primer.agents.checkpoint`):
+      a pause for approval, and every reply with a side-effecting call, is saved there so
+      the run can resume in another process; ``None`` (default): a pause keeps ``pending``
+      in the result and writes no file, and nothing in the paused reply runs.
     - ``clock``: the clock for the wall-clock limit (seconds; injectable for tests).
+    - ``tool_timeout_s``: seconds one tool attempt may take (a tool's ``timeout_s`` wins;
+      ``None``: no limit, calls run in the loop's thread); default 30.
+    - ``tool_retries`` / ``model_retries``: retries of a transient tool error / model error
+      after the first attempt (default 2 each); ``retry``: the backoff between them
+      (:class:`~primer.agents.production.RetryPolicy`: 1 s, 2 s, 4 s ... with seeded jitter);
+      ``sleep``: how the run waits (seconds; injectable, e.g. ``ManualClock().sleep``).
+      See :mod:`primer.agents.production`.
 
     Raises ``ValueError`` for a limit that cannot work (e.g. ``max_steps < 1``).
     """
@@ -131,12 +154,26 @@ class AgentConfig:
     max_tokens: int = 1024
     max_parallel_tools: int = 16
     offer_handoff: bool = True
+    checkpoint_dir: str | None = None
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    tool_timeout_s: float | None = 30.0
+    tool_retries: int = 2
+    model_retries: int = 2
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.prices, dict):
             self.prices = Prices(**self.prices)
+        if isinstance(self.retry, dict):
+            self.retry = RetryPolicy(**self.retry)
         problems = []
+        if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
+            problems.append(f"tool_timeout_s must be > 0 seconds or None "
+                            f"(got {self.tool_timeout_s})")
+        if self.tool_retries < 0 or self.model_retries < 0:
+            problems.append(f"tool_retries and model_retries must be >= 0 "
+                            f"(got {self.tool_retries}, {self.model_retries})")
         if self.max_steps < 1:
             problems.append(f"max_steps must be at least 1 (got {self.max_steps})")
         if self.budget_check not in ("after", "before"):
@@ -157,15 +194,16 @@ class AgentConfig:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting but the clock, JSON-ready (for traces and checkpoints)."""
-        d = {k: v for k, v in asdict(self).items() if k != "clock"}
+        """Every setting but the clock and sleep, JSON-ready (for traces and checkpoints)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in _CALLABLES}
         d["prices"] = asdict(self.prices)
+        d["retry"] = asdict(self.retry)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentConfig:
         """Inverse of :meth:`to_dict`; ``ValueError`` names an unknown setting."""
-        known = set(cls.__dataclass_fields__) - {"clock"}
+        known = set(cls.__dataclass_fields__) - _CALLABLES
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"AgentConfig: unknown settings {sorted(unknown)}")
@@ -181,6 +219,9 @@ class Step:
     the harness's estimate of the prompt it sent (tokens, characters/4). ``executions`` are
     the tool calls of this reply in request order, including any the run did not run
     (``error_kind == "not_run"``). ``model_latency_s`` is wall seconds in the model call.
+    ``model_retries`` records the failed attempts of this model call that were retried
+    (see :func:`~primer.agents.production.call_model_with_retries`); their reported usage is
+    in ``total_usage`` and ``cost_usd`` but not in ``usage``.
     """
 
     index: int
@@ -191,6 +232,7 @@ class Step:
     prompt_estimate: int
     model_latency_s: float = 0.0
     executions: list[ToolExecution] = field(default_factory=list)
+    model_retries: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -198,7 +240,8 @@ class Step:
                 "usage": self.usage.to_dict(), "total_usage": self.total_usage.to_dict(),
                 "cost_usd": self.cost_usd, "prompt_estimate": self.prompt_estimate,
                 "model_latency_s": self.model_latency_s,
-                "executions": [e.to_dict() for e in self.executions]}
+                "executions": [e.to_dict() for e in self.executions],
+                "model_retries": self.model_retries}
 
 
 @dataclass
@@ -219,6 +262,7 @@ class AgentResult:
     and why it stopped. ``usage`` and ``cost_usd`` are totals (tokens; USD). ``messages``
     is the full message list; on every stop but ``awaiting_approval`` each ``tool_use`` in
     it has exactly one ``tool_result``. ``pending`` holds tool calls awaiting approval.
+    ``checkpoint`` is the path of the run's checkpoint file, or ``None`` if none was written.
     """
 
     final_text: str | None
@@ -230,6 +274,7 @@ class AgentResult:
     summary: str
     stop_detail: str = ""
     pending: list[Block] = field(default_factory=list)
+    checkpoint: str | None = None
 
     @property
     def executions(self) -> list[ToolExecution]:
@@ -251,7 +296,7 @@ class AgentResult:
                 "stop_detail": self.stop_detail, "summary": self.summary,
                 "usage": self.usage.to_dict(), "cost_usd": self.cost_usd,
                 "steps": [s.to_dict() for s in self.steps], "messages": self.messages,
-                "pending": self.pending}
+                "pending": self.pending, "checkpoint": self.checkpoint}
 
 
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -277,6 +322,7 @@ class RunState:
     recent_errors: deque[bool] = field(default_factory=deque)
     started_at: float = 0.0
     on_event: EventSink | None = None
+    checkpoint: Any = None  #: a :class:`~primer.agents.checkpoint.Checkpoint`, or None
 
     @property
     def model_calls(self) -> int:
@@ -315,21 +361,34 @@ def check_context(state: RunState) -> Stop | None:
     return None
 
 
-def check_budgets_before_call(state: RunState) -> Stop | None:
+def check_budgets_before_call(state: RunState, llm: LLM | None = None) -> Stop | None:
     """In ``"before"`` mode, stop before a call that could take a budget past its limit.
 
-    The worst case of the next call is the prompt's estimated size plus ``max_tokens`` of
-    output; if the running total plus that would cross the budget, the call is not made.
+    The worst case of the next call is the prompt's size plus ``max_tokens`` of output; if
+    the running total plus that would cross the budget, the call is not made. The prompt's
+    size is the running characters/4 estimate, or its exact count when ``llm`` offers one
+    (an ``exact_count`` attribute that is true and a ``count_tokens(*, system, messages,
+    tools)`` method, as :class:`~primer.agents.claude.ClaudeLLM` does); if counting fails
+    the estimate is used.
     """
     c = state.config
-    if c.budget_check != "before":
+    if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
-    worst = Usage(state.prompt_estimate, c.max_tokens)
+    prompt, how = state.prompt_estimate, "about"
+    if llm is not None and getattr(llm, "exact_count", False):
+        try:
+            prompt = int(llm.count_tokens(system=state.system,  # type: ignore[attr-defined]
+                                          messages=state.messages, tools=state.tool_defs))
+            how = "exactly"
+        except Exception:  # noqa: BLE001 - counting is an optimisation; fall back
+            prompt = state.prompt_estimate
+    worst = Usage(prompt, c.max_tokens)
     n = state.model_calls + 1
-    if c.token_budget is not None and state.usage.total_tokens + worst.total_tokens > c.token_budget:
+    worst_total = state.usage.total_tokens + worst.total_tokens
+    if c.token_budget is not None and worst_total > c.token_budget:
         return Stop(StopCause.TOKEN_BUDGET,
-                    f"model call {n} could take the run to {state.usage.total_tokens + worst.total_tokens:,} "
-                    f"tokens (prompt about {worst.input_tokens:,} + up to {c.max_tokens:,} "
+                    f"model call {n} could take the run to {worst_total:,} "
+                    f"tokens (prompt {how} {worst.input_tokens:,} + up to {c.max_tokens:,} "
                     f"output), past the {c.token_budget:,}-token budget; "
                     f"{state.usage.total_tokens:,} used")
     if c.cost_budget_usd is not None:
@@ -484,6 +543,9 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
                      started_at=config.clock(), on_event=on_event)
     state.prompt_estimate = estimate_tokens(system) + estimate_tokens(state.tool_defs)
+    if config.checkpoint_dir is not None:
+        from .checkpoint import Checkpoint
+        state.checkpoint = Checkpoint(Path(config.checkpoint_dir))
     state.emit("run_start", task=task, system=system, config=config.to_dict(),
                tools=state.tool_defs)
     state.append(user_message(task))
@@ -493,7 +555,8 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
 def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResult:
     """The loop body from any state: call, check, run tools, repeat (see module docstring)."""
     while True:
-        stop = check_wall_clock(state) or check_context(state) or check_budgets_before_call(state)
+        stop = (check_wall_clock(state) or check_context(state)
+                or check_budgets_before_call(state, llm))
         if stop:
             return finish(state, stop, None)
         reply, stop = call_model(llm, state)
@@ -505,6 +568,8 @@ def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResu
                 or check_approval(state, reply, registry)
                 or (check_step_limit(state, reply) if reply.tool_uses else None))
         if stop:
+            if stop.cause is StopCause.AWAITING_APPROVAL and state.checkpoint is not None:
+                return state.checkpoint.pause(registry, state, stop, reply)
             return finish(state, stop, reply)
         if reply.tool_uses:
             run_tools(registry, state, reply.tool_uses)
@@ -522,21 +587,28 @@ def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
     c = state.config
     prompt_estimate = state.prompt_estimate
     start = time.perf_counter()
+    failed: list[dict[str, Any]] = []  # transient failures of this call, retried
     try:
-        reply = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                    max_tokens=c.max_tokens)
+        reply = call_model_with_retries(
+            lambda: llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                        max_tokens=c.max_tokens),
+            retries=c.model_retries, policy=c.retry, sleep=c.sleep,
+            key=f"model-call-{state.model_calls + 1}", failed=failed)
     except ScriptExhausted:
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
+        _count_failed_attempts(state, failed)
+        what = str(e) if isinstance(e, ModelRetriesExhausted) else f"{type(e).__name__}: {e}"
         return None, Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: "
-                                                 f"{type(e).__name__}: {e}")
+                                                 f"{what}")
     latency = time.perf_counter() - start
+    _count_failed_attempts(state, failed)
     reply = Reply(normalize_content(reply.content, state.model_calls + 1), reply.stop_reason,
                   reply.usage, reply.model)
     state.usage = state.usage + reply.usage
     state.cost_usd += cost_usd(reply.usage, c.prices)
     step = Step(state.model_calls + 1, reply, reply.usage, state.usage, state.cost_usd,
-                prompt_estimate, latency)
+                prompt_estimate, latency, model_retries=failed)
     state.steps.append(step)
     state.append(assistant_message(reply.content))
     state.emit("model_call", step=step.index, prompt_estimate=prompt_estimate,
@@ -571,9 +643,37 @@ def normalize_content(content: Any, call_no: int) -> list[Block]:
     return out
 
 
+def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
+    """Add the reported usage of failed model attempts to the run's totals; emit each retry."""
+    if failed:
+        extra = failed_usage(failed)
+        state.usage = state.usage + extra
+        state.cost_usd += cost_usd(extra, state.config.prices)
+        for record in failed:
+            state.emit("model_retry", step=state.model_calls + 1, **record)
+
+
 def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -> None:
-    """Run one reply's calls concurrently and append all results in one user message."""
-    executions = execute_tools(registry, tool_uses, max_workers=state.config.max_parallel_tools)
+    """Run one reply's calls concurrently and append all results in one user message.
+
+    Each call runs through a :class:`~primer.agents.production.ToolRunner` built from the
+    config: a timeout per attempt and retries of transient errors. With a checkpoint, a reply
+    holding a side-effecting call runs through it, so each such call is recorded as started
+    (with its idempotency key) before it runs.
+    """
+    if state.checkpoint is not None and any(
+            (t := registry.get(b.get("name"))) is not None and t.side_effecting
+            for b in tool_uses):
+        executions = state.checkpoint.run_reply(registry, state, tool_uses)
+    else:
+        executions = execute_tools(registry, tool_uses,
+                                   max_workers=state.config.max_parallel_tools,
+                                   run=ToolRunner.from_config(registry, state.config))
+    record_executions(state, executions)
+
+
+def record_executions(state: RunState, executions: list[ToolExecution]) -> None:
+    """Add one reply's results to its step and the error window; append them as one message."""
     step = state.steps[-1]
     step.executions.extend(executions)
     for e in executions:
@@ -587,7 +687,8 @@ def finish(state: RunState, stop: Stop, reply: Reply | None) -> AgentResult:
     pending: list[Block] = []
     if reply is not None and reply.tool_uses:
         if stop.cause is StopCause.AWAITING_APPROVAL:
-            pending = list(reply.tool_uses)
+            pending = (state.checkpoint.pending_blocks() if state.checkpoint is not None
+                       else list(reply.tool_uses))
         else:
             not_run = [_not_run(b, stop) for b in reply.tool_uses]
             state.steps[-1].executions.extend(not_run)
@@ -597,6 +698,8 @@ def finish(state: RunState, stop: Stop, reply: Reply | None) -> AgentResult:
         final = reply.text
     result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
                          state.messages, summarize(state.steps, stop), stop.detail, pending)
+    if state.checkpoint is not None:
+        result.checkpoint = state.checkpoint.record_stop(state, result)
     state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=result.summary,
                usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
     return result
@@ -650,7 +753,7 @@ def summarize(steps: list[Step], stop: Stop) -> str:
         parts.append(f"failed: {names(failed)}")
     if not_run:
         parts.append(f"not run: {names(not_run)}")
-    return f"{head}. {'; '.join(parts)}."
+    return f"{head.rstrip('.')}. {'; '.join(parts)}."
 
 
 def _step_row(s: Step) -> dict[str, Any]:

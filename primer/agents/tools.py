@@ -121,6 +121,11 @@ class Tool:
         return (f"{self.name}: invalid input: {'; '.join(lines)}. "
                 f"Expected input_schema: {_compact(self.input_schema)}.")
 
+    @property
+    def takes_idempotency_key(self) -> bool:
+        """Whether ``fn`` has an ``idempotency_key`` parameter (the harness fills it in)."""
+        return self._takes_key
+
     def __call__(self, **kwargs: Any) -> Any:
         return self.fn(**kwargs)
 

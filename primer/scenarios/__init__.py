@@ -43,7 +43,7 @@ class Scenario:
 DEMOS: dict[str, Scenario] = {}
 
 #: Modules of ``primer.scenarios`` that register demos (imported by :func:`all_demos`).
-SCENARIO_MODULES = ["orders", "hr", "burner"]
+SCENARIO_MODULES = ["orders", "hr", "burner", "refunds", "inventory"]
 
 
 def register(scenario: Scenario) -> Scenario:
