@@ -38,6 +38,8 @@ $(STAMP): pyproject.toml
 	  fi; \
 	fi
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@cd / && $(abspath $(BIN))/python -c 'import primer' || \
+	  { echo "the editable install cannot import primer: is primer/__init__.py there?"; exit 1; }
 	@touch $@
 
 lab: venv
