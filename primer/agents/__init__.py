@@ -16,6 +16,10 @@ from .messages import (assistant_message, text_block, text_of, tool_result_block
                        tool_use_block, tool_uses_of, user_message)
 from .tools import (Tool, ToolError, ToolExecution, ToolRegistry, execute_tools,
                     result_text, tool)
+from .trace import (Divergence, ReplayLLM, ReplayResult, Trace, TraceError, TraceWriter,
+                    load_trace, redact, replay)
+from .evals import (AnswerContains, EvalReport, EvalRow, EvalSummary, EvalTask, StopCauseIs,
+                    run_evals, task_from_trace)
 
 __all__ = [
     "HANDOFF_TOOL_DEF", "HANDOFF_TOOL_NAME", "LLM", "STOP_REASONS", "AgentConfig",
@@ -25,4 +29,8 @@ __all__ = [
     "format_trace_table", "handoff_tool", "result_text", "run_agent", "text_block",
     "text_of", "text_reply", "tool", "tool_reply", "tool_result_block", "tool_use_block",
     "tool_uses_of", "user_message",
+    "Divergence", "ReplayLLM", "ReplayResult", "Trace", "TraceError", "TraceWriter",
+    "load_trace", "redact", "replay",
+    "AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask", "StopCauseIs",
+    "run_evals", "task_from_trace",
 ]
