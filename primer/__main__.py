@@ -13,6 +13,7 @@ import sys
 #: Modules of ``primer.commands`` whose sub-commands this program offers, in help order.
 COMMAND_MODULES = [
     "demo",
+    "trace", "replay", "eval",
 ]
 
 

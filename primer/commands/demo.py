@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="the demo to run (see --list), e.g. orders")
     p.add_argument("--list", action="store_true", help="list the demos and exit")
+    p.add_argument("--trace", metavar="FILE",
+                   help="record the run as a JSON Lines trace in FILE (read it with "
+                        "`python -m primer trace show FILE`)")
     p.add_argument("--json", action="store_true",
                    help="print the run's full result (steps, messages, usage) as JSON")
     p.set_defaults(func=run)
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: {e.args[0]}. Run `python -m primer demo --list` for descriptions.",
               file=sys.stderr)
         return USAGE_ERROR
-    result = scenario.run()
+    result = scenario.run(trace=getattr(args, "trace", None))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -32,11 +32,13 @@ class Scenario:
     config: AgentConfig = field(default_factory=AgentConfig)
     system: str = ""
 
-    def run(self, config: AgentConfig | None = None, **overrides: Any) -> AgentResult:
-        """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields."""
+    def run(self, config: AgentConfig | None = None, *, trace: Any = None,
+            **overrides: Any) -> AgentResult:
+        """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields;
+        ``trace`` (a file path) records the run there (see :mod:`primer.agents.trace`)."""
         cfg = replace(config or self.config, **overrides) if overrides else (config or self.config)
         return run_agent(self.make_llm(), self.task, self.make_tools(), system=self.system,
-                         config=cfg)
+                         config=cfg, trace=trace)
 
 
 #: name → Scenario, filled by the scenario modules listed in :data:`SCENARIO_MODULES`.
