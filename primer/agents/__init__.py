@@ -14,6 +14,8 @@ from .llm import (LLM, STOP_REASONS, Reply, ScriptedLLM, ScriptExhausted, Usage,
                   estimate_tokens, text_reply, tool_reply)
 from .messages import (assistant_message, text_block, text_of, tool_result_block,
                        tool_use_block, tool_uses_of, user_message)
+from .production import (ManualClock, RateLimited, RetryPolicy, ToolRunner, ToolTimeout,
+                         TransientToolError, in_subprocess, run_in_subprocess)
 from .tools import (Tool, ToolError, ToolExecution, ToolRegistry, execute_tools,
                     result_text, tool)
 from .trace import (Divergence, ReplayLLM, ReplayResult, Trace, TraceError, TraceWriter,
@@ -33,4 +35,19 @@ __all__ = [
     "load_trace", "redact", "replay",
     "AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask", "StopCauseIs",
     "run_evals", "task_from_trace",
+    "ManualClock", "RateLimited", "RetryPolicy", "ToolRunner", "ToolTimeout",
+    "TransientToolError", "in_subprocess", "run_in_subprocess",
 ]
+
+#: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
+_LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
+         "FakeModelServer": "fake_server"}
+
+
+def __getattr__(name: str) -> object:
+    """``primer.agents.ClaudeLLM`` and friends, imported from their module when first used."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,11 +34,11 @@ from typing import Any
 
 import anthropic
 
-from .llm import PermanentModelError, Reply, TransientModelError, Usage
+from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
 from .messages import Block, Message
 
 #: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set.
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 #: The environment variable that overrides :data:`DEFAULT_MODEL`.
 MODEL_ENV_VAR = "PRIMER_CLAUDE_MODEL"
 #: The environment variable the SDK reads the API key from.
@@ -204,7 +204,7 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
     if status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
         kind = {429: "rate limited", 529: "overloaded"}.get(status, "server error")
         return TransientModelError(f"the API answered {status} ({kind}): {text}",
-                                   retry_after_s=_retry_after(e))
+                                   retry_after_s=retry_after_s(e.response.headers))
     if status == 400 and _PROMPT_TOO_LONG in text.lower():
         return Reply([], "model_context_window_exceeded", Usage())
     hint = {401: f"check {API_KEY_ENV_VAR}: the API did not accept the key",
@@ -223,20 +223,4 @@ def _error_message(e: anthropic.APIError) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
     return str(getattr(e, "message", e))
-
-
-def _retry_after(e: anthropic.APIError) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` on the error's response."""
-    response = getattr(e, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) / scale)
-            except ValueError:
-                continue
-    return None
 

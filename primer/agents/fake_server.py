@@ -95,9 +95,9 @@ class _Thread:
 class FakeModelServer:
     """A local HTTP server speaking the Messages API (and chat completions) over ``llm``.
 
-    ``llm`` answers every model request (any :class:`~primer.agents.llm.LLM`).
-    ``model`` is reported when the LLM names none. Use as a context manager, or call
-    :meth:`start` and :meth:`stop`. Attributes: ``base_url`` (``http://127.0.0.1:<port>``),
+    ``llm`` answers every model request (any :class:`~primer.agents.llm.LLM`). Replies
+    name the model the request asked for (``model`` when it asked for none). Use as a
+    context manager, or call :meth:`start` and :meth:`stop`. Attributes: ``base_url`` (``http://127.0.0.1:<port>``),
     ``requests`` (every :class:`RecordedRequest`, in order).
 
     Usage (tokens) comes from the LLM; for a ``ScriptedLLM`` that is the characters/4
@@ -139,8 +139,8 @@ class FakeModelServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name="fake-model-server")
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        daemon=True, name="fake-model-server")
         self._thread.start()
         return self
 
@@ -210,7 +210,7 @@ class FakeModelServer:
                          max_tokens=int(body["max_tokens"]))
         msg_id = f"msg_fake_{next(self._ids):04d}"
         usage = self._cached_usage(body, system, tools, reply.usage)
-        wire = message_json(reply, msg_id, reply.model or self.model, usage)
+        wire = message_json(reply, msg_id, str(body.get("model") or self.model), usage)
         if thread is not None:
             thread.messages = [*messages, {"role": "assistant", "content": wire["content"]}]
             with self._lock:
@@ -224,7 +224,7 @@ class FakeModelServer:
         check_tool_pairing(messages)
         reply = self.llm(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
         return chat_completion_json(reply, f"chatcmpl-fake-{next(self._ids):04d}",
-                                    reply.model or self.model)
+                                    str(body.get("model") or self.model))
 
     def _prompt(self, body: dict[str, Any], for_count: bool = False
                 ) -> tuple[str, list[Message], list[dict[str, Any]], _Thread | None]:

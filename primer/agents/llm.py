@@ -180,6 +180,18 @@ class TransientModelError(RuntimeError):
         self.usage = usage
 
 
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds to wait from HTTP response ``headers``: ``retry-after-ms`` (milliseconds,
+    non-standard but sent by Anthropic and OpenAI) or ``retry-after`` (seconds, RFC 9110);
+    ``None`` when neither is there or readable."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers[name]) / scale)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return None
+
+
 class PermanentModelError(RuntimeError):
     """A model call failed in a way retrying will not fix (bad request, bad key, no access).
 
