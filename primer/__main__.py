@@ -13,6 +13,9 @@ import sys
 #: Modules of ``primer.commands`` whose sub-commands this program offers, in help order.
 COMMAND_MODULES = [
     "demo",
+    "figures",
+    "bench",
+    "approvals",
     "trace", "replay", "eval",
 ]
 
