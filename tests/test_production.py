@@ -1,0 +1,327 @@
+"""Production tools: timeouts, retries with backoff and jitter, idempotent and model retries."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from primer.agents import (
+    AgentConfig,
+    ManualClock,
+    RateLimited,
+    RetryPolicy,
+    ScriptedLLM,
+    StopCause,
+    ToolRegistry,
+    ToolRunner,
+    ToolTimeout,
+    TransientToolError,
+    Usage,
+    in_subprocess,
+    run_agent,
+    run_in_subprocess,
+    tool,
+    tool_reply,
+)
+from primer.agents.llm import PermanentModelError, TransientModelError
+from primer.agents.messages import tool_use_block
+from primer.agents.production import call_with_timeout
+from primer.agents.tools import idempotency_key
+from primer.scenarios.inventory import InventoryAPI, RefundDesk, supplier_eta
+from primer.scenarios.refunds import RefundLedger
+
+
+def slow_tool(seconds: float, **options):
+    @tool(**options)
+    def slow_lookup(sku: str) -> str:
+        """Look a SKU up slowly.
+
+        Args:
+            sku: the SKU.
+        """
+        time.sleep(seconds)
+        return f"{sku}: 3 in stock"
+
+    return slow_lookup
+
+
+def one_call_then_answer(name: str, args: dict) -> ScriptedLLM:
+    return ScriptedLLM([tool_reply((name, args)), "done"])
+
+
+# ---------------------------------------------------------------- timeouts
+
+def test_a_call_that_passes_its_timeout_becomes_an_error_result_and_the_run_goes_on():
+    config = AgentConfig(tool_timeout_s=0.05, tool_retries=0)
+    result = run_agent(one_call_then_answer("slow_lookup", {"sku": "KB-100"}), "stock?",
+                       [slow_tool(0.5)], config=config)
+    (execution,) = result.executions
+    assert result.stop_cause is StopCause.END_TURN
+    assert execution.is_error and execution.error_kind == "timeout"
+    assert "timed out after 0.05 s" in execution.content
+    assert execution.attempts == 1
+
+
+def test_a_tools_own_timeout_overrides_the_runs_default():
+    runner = ToolRunner(ToolRegistry([slow_tool(0.2, timeout_s=1.0)]), timeout_s=0.01, retries=0)
+    execution = runner(tool_use_block("t1", "slow_lookup", {"sku": "KB-100"}))
+    assert not execution.is_error and execution.content == "KB-100: 3 in stock"
+
+
+def test_calls_without_a_timeout_run_in_the_callers_thread():
+    assert call_with_timeout(threading.current_thread, None) is threading.current_thread()
+    assert call_with_timeout(threading.current_thread, 1.0) is not threading.current_thread()
+
+
+def test_a_timed_call_re_raises_the_tools_own_exception():
+    def boom():
+        raise KeyError("nope")
+
+    with pytest.raises(KeyError):
+        call_with_timeout(boom, 1.0)
+
+
+def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exit():
+    script = textwrap.dedent("""
+        import threading
+        from primer.agents import AgentConfig, ScriptedLLM, run_agent, tool, tool_reply
+
+        @tool
+        def hang(sku: str) -> str:
+            '''Never returns.
+
+            Args:
+                sku: the SKU.
+            '''
+            threading.Event().wait()
+
+        llm = ScriptedLLM([tool_reply(("hang", {"sku": "KB-100"})), "done"])
+        result = run_agent(llm, "go", [hang], config=AgentConfig(tool_timeout_s=0.1,
+                                                                 tool_retries=0))
+        print(result.stop_cause.value, result.executions[0].error_kind)
+    """)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["end_turn", "timeout"]
+    assert time.monotonic() - start < 30
+
+
+def test_run_in_subprocess_kills_a_call_that_sleeps_forever_and_returns_a_finished_one():
+    # Builtins keep the child process cheap: it imports nothing of primer to run them.
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as caught:
+        run_in_subprocess(time.sleep, 3600, timeout_s=1.0)
+    assert caught.value.stopped
+    assert time.monotonic() - start < 30
+    assert run_in_subprocess(sum, [1, 2, 3], timeout_s=30) == 6
+
+
+def test_a_function_wrapped_to_run_in_a_subprocess_keeps_its_input_schema():
+    wrapped = tool(in_subprocess(supplier_eta, timeout_s=5))
+    assert wrapped.input_schema == tool(supplier_eta).input_schema
+    assert wrapped.name == "supplier_eta"
+
+
+# ---------------------------------------------------------------- backoff
+
+def test_backoff_waits_double_from_one_second_each_with_up_to_a_tenth_of_seeded_jitter():
+    policy = RetryPolicy(seed=7)
+    delays = policy.delays(3, key="toolu_1")
+    rng = random.Random("7:toolu_1")
+    assert delays == [base * (1 + 0.1 * rng.random()) for base in (1.0, 2.0, 4.0)]
+    assert all(base <= d < base * 1.1 for d, base in zip(delays, (1, 2, 4), strict=True))
+    assert policy.delays(3, key="toolu_1") == delays
+    assert RetryPolicy(seed=8).delays(3, key="toolu_1") != delays
+
+
+def test_backoff_is_capped_and_a_longer_retry_after_wins():
+    policy = RetryPolicy(jitter=0.0, max_delay_s=5.0)
+    assert [policy.backoff_s(k) for k in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert policy.delay_s(1, random.Random(0), retry_after_s=30.0) == 30.0
+    assert policy.delay_s(3, random.Random(0), retry_after_s=0.5) == 4.0
+
+
+def test_bad_retry_settings_are_refused_with_a_clear_error():
+    with pytest.raises(ValueError, match="factor must be >= 1"):
+        RetryPolicy(factor=0.5)
+    with pytest.raises(ValueError, match="tool_retries and model_retries must be >= 0"):
+        AgentConfig(tool_retries=-1)
+    with pytest.raises(ValueError, match="tool_timeout_s must be > 0"):
+        AgentConfig(tool_timeout_s=0)
+
+
+def test_a_config_with_an_injected_clock_and_retry_policy_round_trips_through_json():
+    clock = ManualClock()
+    config = AgentConfig(retry=RetryPolicy(seed=7, jitter=0.2), clock=clock, sleep=clock.sleep)
+    data = json.loads(json.dumps(config.to_dict()))
+    assert "sleep" not in data and "clock" not in data
+    assert AgentConfig.from_dict(data).retry == config.retry
+
+
+# ---------------------------------------------------------------- retries of read-only tools
+
+def test_a_rate_limited_read_only_tool_is_retried_after_each_backoff_wait_and_succeeds():
+    api, clock = InventoryAPI(fail_first=2), ManualClock()
+    runner = ToolRunner(ToolRegistry([api.tool()]), retries=2, sleep=clock.sleep)
+    execution = runner(tool_use_block("toolu_9", "check_inventory", {"sku": "KB-100"}))
+    assert not execution.is_error and json.loads(execution.content)["in_stock"] == 7
+    assert execution.attempts == 3 and api.calls == 3
+    assert [r["kind"] for r in execution.attempt_log] == ["rate_limited", "rate_limited", "ok"]
+    assert clock.slept == RetryPolicy().delays(2, key="toolu_9")
+    assert [r["delay_s"] for r in execution.attempt_log] == [*clock.slept, None]
+
+
+def test_a_retry_after_header_sets_the_wait_when_it_is_longer():
+    api, clock = InventoryAPI(fail_first=1, retry_after_s=30.0), ManualClock()
+    runner = ToolRunner(ToolRegistry([api.tool()]), retries=2, sleep=clock.sleep)
+    runner(tool_use_block("toolu_9", "check_inventory", {"sku": "KB-100"}))
+    assert clock.slept == [30.0]
+
+
+def test_after_the_last_retry_the_harness_gives_up_with_an_error_naming_each_attempt():
+    api, clock = InventoryAPI(), ManualClock()
+    runner = ToolRunner(ToolRegistry([api.tool()]), retries=3, sleep=clock.sleep)
+    execution = runner(tool_use_block("toolu_9", "check_inventory", {"sku": "KB-100"}))
+    assert execution.is_error and execution.error_kind == "gave_up"
+    assert api.calls == 4 and execution.attempts == 4 and len(clock.slept) == 3
+    assert "failed 4 attempts" in execution.content
+    assert execution.content.count("429 Too Many Requests") == 4
+    assert f"{sum(clock.slept):.1f} s of backoff" in execution.content
+
+
+def test_errors_that_are_not_transient_are_not_retried():
+    api, clock = InventoryAPI(fail_first=0), ManualClock()
+    runner = ToolRunner(ToolRegistry([api.tool()]), retries=3, sleep=clock.sleep)
+    execution = runner(tool_use_block("toolu_9", "check_inventory", {"sku": "XX-1"}))
+    assert execution.error_kind == "tool_error" and "unknown SKU" in execution.content
+    assert api.calls == 1 and clock.slept == []
+
+
+def test_every_attempt_is_recorded_in_the_steps_json():
+    clock = ManualClock()
+    config = AgentConfig(tool_retries=1, clock=clock, sleep=clock.sleep)
+    result = run_agent(one_call_then_answer("check_inventory", {"sku": "KB-100"}), "stock?",
+                       [InventoryAPI(fail_first=1).tool()], config=config)
+    record = json.loads(json.dumps(result.to_dict()))["steps"][0]["executions"][0]
+    assert record["attempts"] == 2
+    assert [a["kind"] for a in record["attempt_log"]] == ["rate_limited", "ok"]
+
+
+# ---------------------------------------------------------------- side-effecting tools
+
+@pytest.fixture
+def ledger(tmp_path):
+    return RefundLedger(tmp_path / "ledger.sqlite")
+
+
+REFUND = {"order_id": "R-1001", "amount_usd": 40.0, "reason": "arrived broken"}
+
+
+def test_a_side_effecting_timeout_is_never_retried_and_tells_the_model_to_check_state(ledger):
+    desk = RefundDesk(ledger, confirm_delay_s=1.5, timeout_s=0.3)
+    clock = ManualClock()
+    runner = ToolRunner(ToolRegistry(desk.tools()), retries=3, sleep=clock.sleep)
+    execution = runner(tool_use_block("toolu_r1", "issue_refund", REFUND))
+    assert execution.error_kind == "timeout" and execution.attempts == 1
+    assert desk.requests == 1 and clock.slept == []
+    assert "not retried automatically" in execution.content
+    assert "Check the current state" in execution.content
+    assert len(ledger.refunds("R-1001")) == 1  # the side effect happened before the timeout
+
+
+def test_other_transient_errors_of_a_side_effecting_tool_are_retried_with_the_same_key(ledger):
+    desk = RefundDesk(ledger, flaky_writes=1)
+    runner = ToolRunner(ToolRegistry(desk.tools()), retries=2, sleep=ManualClock().sleep)
+    execution = runner(tool_use_block("toolu_r1", "issue_refund", REFUND))
+    assert not execution.is_error and execution.attempts == 2 and desk.requests == 2
+    assert json.loads(execution.content)["status"] == "already issued (same idempotency key)"
+    assert {r["idempotency_key"] for r in execution.attempt_log} == {idempotency_key("toolu_r1")}
+    assert len(ledger.refunds("R-1001")) == 1
+
+
+# ---------------------------------------------------------------- model-call retries
+
+class FlakyModel:
+    """Raises ``errors`` (in order) on the given call number, then behaves like ``llm``."""
+
+    def __init__(self, llm, on_call: int, errors: list[Exception]) -> None:
+        self.llm, self.on_call, self.errors, self.calls = llm, on_call, list(errors), 0
+
+    def __call__(self, **kwargs):
+        self.calls += 1
+        if self.llm.calls + 1 == self.on_call and self.errors:
+            raise self.errors.pop(0)
+        return self.llm(**kwargs)
+
+
+def counted_lookup():
+    runs = []
+
+    @tool
+    def lookup(sku: str) -> str:
+        """Look a SKU up.
+
+        Args:
+            sku: the SKU.
+        """
+        runs.append(sku)
+        return f"{sku}: 3 in stock"
+
+    return lookup, runs
+
+
+def test_a_transient_model_error_is_retried_for_that_call_alone_and_no_tool_runs_again():
+    lookup, runs = counted_lookup()
+    clock = ManualClock()
+    failed_usage = Usage(1200, 0)
+    llm = FlakyModel(one_call_then_answer("lookup", {"sku": "KB-100"}), on_call=2,
+                     errors=[TransientModelError("529 overloaded", usage=failed_usage)])
+    result = run_agent(llm, "stock?", [lookup],
+                       config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
+    assert result.stop_cause is StopCause.END_TURN and result.final_text == "done"
+    assert runs == ["KB-100"] and llm.calls == 3
+    (record,) = result.steps[1].model_retries
+    assert record["usage"] == failed_usage.to_dict() and clock.slept == [record["delay_s"]]
+    reported = sum((s.usage for s in result.steps), Usage())
+    assert result.usage == reported + failed_usage
+
+
+def test_a_model_that_keeps_failing_ends_the_run_with_model_error_and_the_work_kept():
+    lookup, runs = counted_lookup()
+    clock = ManualClock()
+    llm = FlakyModel(one_call_then_answer("lookup", {"sku": "KB-100"}), on_call=2,
+                     errors=[TransientModelError("429 rate limited", retry_after_s=5.0)] * 3)
+    result = run_agent(llm, "stock?", [lookup],
+                       config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
+    assert result.stop_cause is StopCause.MODEL_ERROR
+    assert "gave up after 3 failed attempts" in result.stop_detail
+    assert runs == ["KB-100"] and len(result.steps) == 1
+    assert result.messages[-1]["content"][0]["type"] == "tool_result"
+    assert len(clock.slept) == 2 and min(clock.slept) >= 5.0
+
+
+def test_a_permanent_model_error_ends_the_run_at_once_without_waiting():
+    clock = ManualClock()
+    llm = FlakyModel(ScriptedLLM(["done"]), on_call=1,
+                     errors=[PermanentModelError("400 invalid request: bad tool schema")])
+    result = run_agent(llm, "hi", config=AgentConfig(clock=clock, sleep=clock.sleep))
+    assert result.stop_cause is StopCause.MODEL_ERROR and "400 invalid request" in \
+        result.stop_detail
+    assert clock.slept == [] and llm.calls == 1
+
+
+def test_transient_tool_errors_are_tool_errors_so_a_plain_registry_still_reports_them():
+    assert issubclass(RateLimited, TransientToolError)
+    assert issubclass(ToolTimeout, TransientToolError)
+    execution = ToolRegistry([InventoryAPI().tool()]).run(
+        tool_use_block("t", "check_inventory", {"sku": "KB-100"}))
+    assert execution.error_kind == "tool_error" and "429" in execution.content
