@@ -1,0 +1,119 @@
+"""``python -m primer demo``: list the demos, run one offline, refuse unknown names clearly.
+
+Most tests register a tiny fake scenario, so they test the command and not the scenarios;
+the last ones run the course's real order-A123 demos.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import primer.scenarios as scenarios
+from primer.__main__ import main
+from primer.agents import AgentConfig, ScriptedLLM, tool, tool_reply
+from primer.scenarios import Scenario
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    return f"value of {key}"
+
+
+def tiny(name="tiny", script=None, **config):
+    return Scenario(name=name, description="a two-step demo for the tests",
+                    task="What is the value of k?", make_tools=lambda: [lookup],
+                    make_llm=lambda: ScriptedLLM(script or [tool_reply(("lookup", {"key": "k"})),
+                                                            "The value is 'value of k'."]),
+                    config=AgentConfig(**config))
+
+
+@pytest.fixture
+def fake_demos(monkeypatch):
+    """Replace the registry with two fake demos; the real scenario modules are not imported."""
+    demos = {"tiny": tiny(), "tiny-stuck": tiny("tiny-stuck", max_steps=1)}
+    monkeypatch.setattr(scenarios, "DEMOS", demos)
+    monkeypatch.setattr(scenarios, "SCENARIO_MODULES", [])
+    return demos
+
+
+def test_demo_list_prints_each_demo_with_its_description(fake_demos, capsys):
+    assert main(["demo", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["tiny", "tiny-stuck"]
+    assert all(line.endswith("a two-step demo for the tests") for line in lines)
+
+
+def test_demo_prints_the_scenario_the_trace_table_the_stop_cause_and_the_answer(fake_demos,
+                                                                                capsys):
+    assert main(["demo", "tiny"]) == 0
+    out = capsys.readouterr().out
+    expected = fake_demos["tiny"].run()
+    assert out.startswith("tiny: a two-step demo for the tests\ntask: What is the value of k?")
+    assert expected.table() in out
+    assert out.rstrip().endswith("answer: The value is 'value of k'.")
+
+
+def test_a_run_stopped_by_a_limit_exits_0_and_prints_no_answer(fake_demos, capsys):
+    assert main(["demo", "tiny-stuck"]) == 0
+    out = capsys.readouterr().out
+    assert "stop cause: max_steps" in out and "answer:" not in out
+
+
+def test_demo_json_prints_the_whole_result_as_json(fake_demos, capsys):
+    assert main(["demo", "tiny", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_cause"] == "end_turn"
+    assert result["final_text"] == "The value is 'value of k'."
+    assert len(result["steps"]) == 2 and result["messages"][0]["role"] == "user"
+
+
+def test_an_unknown_name_exits_2_listing_the_known_names_without_a_traceback(fake_demos,
+                                                                             capsys):
+    assert main(["demo", "nope"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no demo named 'nope'" in captured.err
+    assert "known demos: tiny, tiny-stuck" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_demo_without_a_name_exits_2_and_shows_the_list(fake_demos, capsys):
+    assert main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert "give a demo NAME" in err and "tiny-stuck" in err
+
+
+# ---------------------------------------------------------------- the course's real demos
+
+ORDER_DEMOS = ["orders", "orders-repeat", "orders-wander", "orders-budget", "pto", "burner"]
+
+
+def test_demo_list_includes_the_course_demos(capsys):
+    assert main(["demo", "--list"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
+    assert set(ORDER_DEMOS) <= listed
+
+
+def test_demo_orders_answers_5900_and_stops_on_end_turn(capsys):
+    assert main(["demo", "orders"]) == 0
+    out = capsys.readouterr().out
+    assert "stop cause: end_turn" in out
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("answer:") and "5900.0" in last
+    assert 2500 * 2 * 1.18 == pytest.approx(5900.0)
+
+
+@pytest.mark.parametrize("name, cause", [("orders-repeat", "loop_detected"),
+                                         ("orders-wander", "max_steps"),
+                                         ("orders-budget", "token_budget")])
+def test_each_order_model_ends_on_its_own_exit_and_exits_0(name, cause, capsys):
+    assert main(["demo", name]) == 0
+    out = capsys.readouterr().out
+    assert f"stop cause: {cause}" in out and "answer:" not in out
