@@ -288,3 +288,30 @@ def test_the_default_model_is_not_one_the_installed_sdk_marks_as_deprecated():
     assert DEFAULT_MODEL not in DEPRECATED_MODELS, (
         f"{DEFAULT_MODEL} is deprecated ({DEPRECATED_MODELS[DEFAULT_MODEL]}); pick a current "
         f"model for DEFAULT_MODEL in primer/agents/claude.py")
+
+
+def test_demo_claude_without_a_key_says_what_to_do_and_exits_2(monkeypatch, capsys):
+    from primer.__main__ import main
+
+    monkeypatch.delenv(API_KEY_ENV_VAR, raising=False)
+    assert main(["demo", "pto", "--claude"]) == 2
+    err = capsys.readouterr().err
+    assert API_KEY_ENV_VAR in err and "offline" in err.lower()
+    assert "Traceback" not in err
+
+
+def test_demo_claude_runs_the_pto_task_through_claude_llm(monkeypatch, capsys):
+    from primer.__main__ import main
+    from primer.scenarios import get_demo
+
+    pto = get_demo("pto")
+    with FakeModelServer(pto.make_llm()) as srv:
+        monkeypatch.setenv(API_KEY_ENV_VAR, KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        assert main(["demo", "pto", "--claude"]) == 0
+        first = srv.requests[0].body
+    out = capsys.readouterr()
+    assert first["messages"][0]["content"] == pto.task
+    assert first["system"] == pto.system
+    assert "stop cause: end_turn" in out.out and "[hr-001]" in out.out
+    assert KEY not in out.out + out.err

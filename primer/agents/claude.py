@@ -224,3 +224,15 @@ def _error_message(e: anthropic.APIError) -> str:
             return str(inner["message"])
     return str(getattr(e, "message", e))
 
+
+
+def sdk_tools(tools: Any) -> list[Any]:
+    """Our :class:`~primer.agents.tools.Tool` objects as the SDK's runnable tools.
+
+    For ``client.beta.messages.tool_runner``: each becomes ``anthropic.beta_tool(fn,
+    name=..., description=..., input_schema=...)``, so the SDK's runner sees the same
+    definitions our loop sends and calls the same functions (with none of our argument
+    validation, timeouts or error wording: that is the point of comparing them).
+    """
+    return [anthropic.beta_tool(t.fn, name=t.name, description=t.description,
+                                input_schema=t.input_schema) for t in tools]

@@ -4,6 +4,8 @@
 scenario's description and task, the trace table (one row per model call), the stop cause
 and the run's summary, and for a run that ended with ``end_turn`` the model's answer.
 ``--json`` prints the whole :class:`~primer.agents.AgentResult` as JSON instead.
+``--claude`` runs the same task, tools and limits against Claude (``ClaudeLLM``); without
+``ANTHROPIC_API_KEY`` it says how to set one and exits with code 2.
 
 Every stop cause exits with code 0: a stop is the run's outcome, not a failure of the
 command. An unknown name exits with code 2 and lists the known names.
@@ -37,6 +39,9 @@ def register(subparsers: Any) -> None:
                         "`python -m primer trace show FILE`)")
     p.add_argument("--json", action="store_true",
                    help="print the run's full result (steps, messages, usage) as JSON")
+    p.add_argument("--claude", action="store_true",
+                   help="run the same task and tools against Claude instead of the scripted "
+                        "model (needs ANTHROPIC_API_KEY; model from PRIMER_CLAUDE_MODEL)")
     p.set_defaults(func=run)
 
 
@@ -55,7 +60,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: {e.args[0]}. Run `python -m primer demo --list` for descriptions.",
               file=sys.stderr)
         return USAGE_ERROR
-    result = scenario.run(trace=getattr(args, "trace", None))
+    llm = None
+    if getattr(args, "claude", False):
+        from primer.agents.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
+
+        if not has_api_key():
+            print(f"demo --claude: {NO_KEY_HELP}\nOffline: python -m primer demo "
+                  f"{scenario.name}", file=sys.stderr)
+            return USAGE_ERROR
+        llm = ClaudeLLM()
+        print(f"(running against Claude: {llm.model})", file=sys.stderr)
+    result = scenario.run(trace=getattr(args, "trace", None), llm=llm)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -33,12 +33,13 @@ class Scenario:
     system: str = ""
 
     def run(self, config: AgentConfig | None = None, *, trace: Any = None,
-            **overrides: Any) -> AgentResult:
+            llm: LLM | None = None, **overrides: Any) -> AgentResult:
         """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields;
-        ``trace`` (a file path) records the run there (see :mod:`primer.agents.trace`)."""
+        ``trace`` (a file path) records the run there (see :mod:`primer.agents.trace`);
+        ``llm`` replaces the scripted model (e.g. a ``ClaudeLLM`` for the same task)."""
         cfg = replace(config or self.config, **overrides) if overrides else (config or self.config)
-        return run_agent(self.make_llm(), self.task, self.make_tools(), system=self.system,
-                         config=cfg, trace=trace)
+        return run_agent(llm or self.make_llm(), self.task, self.make_tools(),
+                         system=self.system, config=cfg, trace=trace)
 
 
 #: name → Scenario, filled by the scenario modules listed in :data:`SCENARIO_MODULES`.
