@@ -297,15 +297,18 @@ class RefundDesk:
     with the failures lesson 9 needs (no approval gate here: lesson 8 covers that).
 
     ``confirm_delay_s``: seconds the payment system takes to confirm *after* the ledger has
-    recorded the refund (longer than the tool's ``timeout_s`` gives a timeout after the side
-    effect). ``flaky_writes``: how many calls raise a transient "payment gateway 503" after
-    recording the refund. ``requests`` counts calls that reached the desk.
+    recorded the refund, on the first ``slow_calls`` requests (longer than the tool's
+    ``timeout_s`` gives a timeout after the side effect). ``flaky_writes``: how many calls
+    raise a transient "payment gateway 503" after recording the refund. ``requests`` counts
+    calls that reached the desk.
     """
 
     def __init__(self, ledger: RefundLedger, *, confirm_delay_s: float = 0.0,
-                 flaky_writes: int = 0, timeout_s: float | None = None) -> None:
+                 slow_calls: int = 1, flaky_writes: int = 0,
+                 timeout_s: float | None = None) -> None:
         self.ledger = ledger
         self.confirm_delay_s = confirm_delay_s
+        self.slow_calls = slow_calls
         self.flaky_writes = flaky_writes
         self.timeout_s = timeout_s
         self.requests = 0
@@ -329,7 +332,8 @@ class RefundDesk:
             if desk.flaky_writes > 0:
                 desk.flaky_writes -= 1
                 raise TransientToolError("payment gateway 503 Service Unavailable")
-            time.sleep(desk.confirm_delay_s)
+            if desk.requests <= desk.slow_calls:
+                time.sleep(desk.confirm_delay_s)
             return {"refund_id": refund.refund_id, "amount_usd": refund.amount_usd,
                     "status": "already issued (same idempotency key)" if duplicate
                     else "issued"}
