@@ -263,3 +263,23 @@ def test_replay_llm_returns_recorded_replies_in_order_then_refuses(tmp_path):
     assert [r.to_dict() for r in got] == [s.reply.to_dict() for s in result.steps]
     with pytest.raises(RuntimeError, match="recorded 3 model replies"):
         llm(system="", messages=[], tools=[], max_tokens=10)
+
+
+def test_trace_totals_include_failed_model_attempts_that_were_retried(tmp_path):
+    from primer.agents.llm import TransientModelError, Usage
+
+    inner = script()
+    failures = iter([TransientModelError("overloaded", usage=Usage(50, 5))])
+
+    def flaky(**kwargs):
+        for e in failures:
+            raise e
+        return inner(**kwargs)
+
+    path = tmp_path / "retry.jsonl"
+    result = run_agent(flaky, "What do A1 and B2 cost?", [get_price], trace=path,
+                       config=AgentConfig(sleep=lambda s: None))
+    assert any(e["event"] == "model_retry" for e in lines(path))
+    rows = load_trace(path).rows()
+    assert rows[-1]["tokens so far"] == result.usage.total_tokens
+    assert rows[-1]["cost so far USD"] == f"{result.cost_usd:.4f}"

@@ -269,15 +269,22 @@ class Trace:
 
         ``request`` is the number of messages sent and the prompt's estimated size (tokens);
         ``in`` / ``out`` are the call's reported prompt and output tokens; ``tokens so far``
-        and ``cost so far USD`` are running totals at the run's prices.
+        and ``cost so far USD`` are running totals at the run's prices (including any failed
+        model attempts that were retried, from ``model_retry`` events).
         """
         prices = self.config.prices
+        retried: dict[int, Usage] = {}  # usage of failed model attempts that were retried
+        for e in self.events:
+            if e["event"] == "model_retry" and e.get("usage"):
+                retried[e["step"]] = retried.get(e["step"], Usage()) + Usage.from_dict(
+                    e["usage"])
         total, cost, n_messages = Usage(), 0.0, 1
         rows = []
         for s in self.steps():
             reply = s.reply
-            total = total + reply.usage
-            cost += cost_usd(reply.usage, prices)
+            for usage in (retried.get(s.index, Usage()), reply.usage):
+                total = total + usage
+                cost += cost_usd(usage, prices)
             calls = "; ".join(f"{x['name']}({_compact(x['input'])})" for x in s.executions)
             results = "; ".join(("error: " if x["is_error"] else "") + str(x["content"])
                                 for x in s.executions)
