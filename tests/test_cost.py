@@ -186,3 +186,26 @@ def test_negative_sizes_are_refused_naming_the_argument():
         cumulative_input_tokens(10, 0, -5)
     with pytest.raises(ValueError, match="window must be >= 1"):
         context_budget(3, window=0)
+
+
+def test_with_the_output_reserve_ten_steps_fill_about_9_percent_of_128k():
+    b = context_budget(10)
+    assert b.needed == 10_800 + 1_000
+    assert round(b.share, 2) == 0.09
+
+
+def test_past_60_percent_of_a_32k_window_comes_at_step_11_with_verbose_results():
+    k = steps_to_fill(32_000, per_step=1_500, share=0.6)
+    assert 3_800 + 1_500 * (k - 1) <= 0.6 * 32_000 < 3_800 + 1_500 * k
+    assert k == 11
+
+
+def test_the_budget_burner_costs_its_reported_usage_at_the_production_prices():
+    from primer.scenarios import burner
+
+    result = burner.SCENARIO.run()
+    rows = burner.per_call_tokens(result)
+    expected = (sum(r.sent for r in rows) * 5 + sum(r.output for r in rows) * 25) / 1e6
+    assert result.cost_usd == pytest.approx(expected)
+    assert burner.stop_call(rows) == len(rows) == 11
+    assert round(result.cost_usd, 4) == round(expected, 4) == 0.0733

@@ -55,3 +55,11 @@ def test_concurrent_calls_take_about_the_slowest_call_and_sequential_ones_the_su
 def test_a_time_scale_that_is_not_positive_is_refused():
     with pytest.raises(ValueError, match="time_scale must be > 0"):
         waiting_tool([0.1], 0)
+
+
+def test_eight_seeded_tools_run_five_times_faster_concurrently_in_the_model():
+    latencies = seeded_latencies(8)
+    total, slowest = latency_model(latencies)
+    assert slowest == latencies[2]                  # the third call is the slowest of eight
+    assert (round(total, 2), round(slowest, 2)) == (4.27, 0.85)
+    assert round(total / slowest, 1) == 5.0
