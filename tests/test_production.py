@@ -187,14 +187,14 @@ def test_a_retry_after_header_sets_the_wait_when_it_is_longer():
     assert clock.slept == [30.0]
 
 
-def test_after_the_last_retry_the_harness_gives_up_with_an_error_naming_each_attempt():
+def test_after_the_last_retry_the_harness_gives_up_with_an_error_counting_the_failures():
     api, clock = InventoryAPI(), ManualClock()
     runner = ToolRunner(ToolRegistry([api.tool()]), retries=3, sleep=clock.sleep)
     execution = runner(tool_use_block("toolu_9", "check_inventory", {"sku": "KB-100"}))
     assert execution.is_error and execution.error_kind == "gave_up"
     assert api.calls == 4 and execution.attempts == 4 and len(clock.slept) == 3
     assert "failed 4 attempts" in execution.content
-    assert execution.content.count("429 Too Many Requests") == 4
+    assert "429 Too Many Requests ×4" in execution.content
     assert f"{sum(clock.slept):.1f} s of backoff" in execution.content
 
 

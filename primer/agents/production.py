@@ -48,6 +48,7 @@ import queue
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -445,7 +446,8 @@ def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
     if len(log) == 1:
         return f"{t.name} failed: {log[0]['error']}. It was not retried."
     waited = sum(r["delay_s"] or 0.0 for r in log)
-    reasons = "; ".join(f"attempt {r['attempt']}: {r['error']}" for r in log)
+    counts = Counter(r["error"] for r in log)  # in order of first appearance
+    reasons = "; ".join(f"{error} ×{n}" if n > 1 else error for error, n in counts.items())
     return (f"{t.name} failed {len(log)} attempts ({reasons}), with {waited:.1f} s of backoff "
             f"between them; gave up. The service is not answering now: do not call {t.name} "
             f"again in this task; tell the user it is unavailable and to try later.")

@@ -59,6 +59,8 @@ SKU = "KB-100"
 TASK_VALUE_USD = 0.20
 #: Length of the story's unguarded run (days).
 STORY_DAYS = 3
+#: What the story reports the unguarded run spent (USD, "about"; SYLLABUS).
+STORY_REPORTED_USD = 4_200
 #: Assumed pace of the unguarded run: one model call per second (seconds per call). The 429
 #: comes back at once, so the model's own latency (about a second) sets the pace.
 SECONDS_PER_CALL = 1.0
