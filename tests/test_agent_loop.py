@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 
+import pydantic
 import pytest
 
 import primer.agents.agent_loop as agent_loop
@@ -588,6 +589,68 @@ def test_the_model_gets_the_same_message_list_every_call_never_a_copy():
 
     result = check_run(run_agent(model, "task", TOOLS))
     assert all(m is result.messages for m in lists)
+
+
+# ---------------------------------------------------------------- every exit is reachable
+
+
+def _raising_model(*, system, messages, tools, max_tokens):
+    raise TimeoutError("no reply")
+
+
+def _ticking_clock():
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0
+        return now[0]
+
+    return clock
+
+
+_gated, _ = recorder("issue_refund", needs_approval=True)
+_same = tool_reply(("search", {"query": "x"}))
+class _Total(pydantic.BaseModel):
+    total: float
+
+
+def _invalid_output_run():
+    result = run_agent(ScriptedLLM(["about 5900"]), "task", TOOLS, output_model=_Total,
+                       config=AgentConfig(output_retries=0))
+    return check_run(result), None
+
+
+#: One small run per stop cause, keyed by the cause's value.
+ONE_RUN_PER_CAUSE = {
+    "end_turn": lambda: run(["done"]),
+    "max_tokens": lambda: run([text_reply("cut", stop_reason="max_tokens")]),
+    "refusal": lambda: run([text_reply("no", stop_reason="refusal")]),
+    "token_budget": lambda: run([_same], token_budget=1),
+    "cost_budget": lambda: run([_same], cost_budget_usd=1e-9),
+    "handoff": lambda: run([tool_reply((HANDOFF_TOOL_NAME, {"reason": "r"}))]),
+    "loop_detected": lambda: run([_same, _same], repeat_threshold=2),
+    "max_steps": lambda: run([_same], max_steps=1),
+    "wall_clock": lambda: run([_same], wall_clock_s=1.5, clock=_ticking_clock()),
+    "no_progress": lambda: run([tool_reply(("nope", {}))], no_progress_window=1),
+    "context_window": lambda: run(["x"], context_window=10),
+    "awaiting_approval": lambda: run([tool_reply(("issue_refund", {"n": 1}))], tools=[_gated]),
+    "model_error": lambda: (check_run(run_agent(_raising_model, "task")), None),
+    "invalid_output": _invalid_output_run,
+}
+
+
+def test_every_stop_cause_has_a_run_that_reaches_it():
+    assert set(ONE_RUN_PER_CAUSE) == {c.value for c in StopCause}
+
+
+@pytest.mark.parametrize("value", list(ONE_RUN_PER_CAUSE))
+def test_each_exit_is_reachable_and_only_end_turn_gives_a_final_text(value):
+    cause = StopCause(value)
+    result, _ = ONE_RUN_PER_CAUSE[value]()
+    assert result.stop_cause is cause
+    assert (result.final_text is not None) == (cause is StopCause.END_TURN)
+    assert json.loads(json.dumps(result.to_dict()))["stop_cause"] == cause.value
+    assert result.summary and result.stop_detail
 
 
 # ---------------------------------------------------------------- AgentConfig
