@@ -665,7 +665,8 @@ def test_the_default_config_has_the_course_limits_and_prices():
 @pytest.mark.parametrize("setting, value", [
     ("max_steps", 0), ("budget_check", "sometimes"), ("repeat_threshold", 1),
     ("no_progress_window", 0), ("context_stop_share", 0), ("context_stop_share", 1.5),
-    ("max_tokens", 0),
+    ("max_tokens", 0), ("token_budget", 0), ("token_budget", -5), ("cost_budget_usd", -1.0),
+    ("wall_clock_s", 0), ("context_window", 0), ("max_parallel_tools", 0),
 ])
 def test_a_limit_that_cannot_work_is_refused_naming_the_setting(setting, value):
     with pytest.raises(ValueError, match=f"AgentConfig: .*{setting}"):

@@ -80,6 +80,22 @@ def test_calls_without_a_timeout_run_in_the_callers_thread():
     assert call_with_timeout(threading.current_thread, 1.0) is not threading.current_thread()
 
 
+def test_timed_calls_reuse_long_lived_daemon_workers_instead_of_a_thread_per_call():
+    from primer.agents.production import _WORKERS
+
+    call_with_timeout(lambda: None, 1.0)
+    started = _WORKERS.started
+    for _ in range(50):
+        assert call_with_timeout(threading.current_thread, 1.0).daemon
+    assert _WORKERS.started == started
+
+
+def test_a_call_that_succeeds_at_once_keeps_one_attempt_and_an_empty_log():
+    runner = ToolRunner(ToolRegistry([InventoryAPI(fail_first=0).tool()]))
+    execution = runner(tool_use_block("t1", "check_inventory", {"sku": "KB-100"}))
+    assert not execution.is_error and execution.attempts == 1 and execution.attempt_log == []
+
+
 def test_a_timed_call_re_raises_the_tools_own_exception():
     def boom():
         raise KeyError("nope")

@@ -190,6 +190,13 @@ class AgentConfig:
                             f"(got {self.context_stop_share})")
         if self.max_tokens < 1:
             problems.append(f"max_tokens must be at least 1 (got {self.max_tokens})")
+        for name, value, unit in (("token_budget", self.token_budget, " or None"),
+                                  ("cost_budget_usd", self.cost_budget_usd, " USD or None"),
+                                  ("wall_clock_s", self.wall_clock_s, " seconds or None"),
+                                  ("context_window", self.context_window, " tokens"),
+                                  ("max_parallel_tools", self.max_parallel_tools, "")):
+            if value is not None and not value > 0:
+                problems.append(f"{name} must be > 0{unit} (got {value})")
         if problems:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 

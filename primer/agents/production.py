@@ -50,7 +50,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._subprocess_child import run_and_send
@@ -210,11 +210,15 @@ class RetryPolicy:
 # ---------------------------------------------------------------- timeouts on daemon threads
 
 class _Job:
+    """One timed call. ``done`` is a lock held until the call finishes (a bare lock is the
+    cheapest thing one thread can wait on with a timeout while another releases it)."""
+
     __slots__ = ("fn", "done", "value", "error")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
-        self.done = threading.Event()
+        self.done = threading.Lock()
+        self.done.acquire()
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -224,7 +228,7 @@ class _Job:
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             self.error = e
         finally:
-            self.done.set()
+            self.done.release()
 
 
 class _DaemonWorkers:
@@ -275,7 +279,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     if timeout_s is None:
         return fn()
     job = _WORKERS.submit(fn)
-    if not job.done.wait(timeout_s):
+    if not job.done.acquire(timeout=timeout_s):
         raise ToolTimeout(timeout_s)
     if job.error is not None:
         raise job.error
@@ -353,10 +357,13 @@ class ToolRunner:
 
     Read-only tools retry every transient error. Side-effecting tools never retry a timeout
     (the result says to check state first) and retry other transient errors with the same
-    idempotency key. Each attempt is recorded in ``ToolExecution.attempt_log`` as
-    ``{"attempt", "kind", "error", "latency_s", "delay_s"}`` (``delay_s`` is the wait after
-    it, ``None`` if there was none), plus ``"idempotency_key"`` for side-effecting tools.
-    Never raises for a failing tool: every failure is an error result.
+    idempotency key. When a call meets a transient error, every attempt is recorded in
+    ``ToolExecution.attempt_log`` as ``{"attempt", "kind", "error", "latency_s",
+    "delay_s"}`` (``delay_s`` is the wait after it, ``None`` if there was none), plus
+    ``"idempotency_key"`` for side-effecting tools; a call whose first attempt ends without
+    one keeps ``attempts == 1`` and an empty log (the fast path adds almost nothing to
+    :meth:`ToolRegistry.run`). Never raises for a failing tool: every failure is an error
+    result.
     """
 
     registry: ToolRegistry
@@ -402,6 +409,8 @@ class ToolRunner:
                     raise
 
             execution = self.registry.run(block, invoke=invoke)
+            if not caught and not log:
+                return execution  # the common case: one attempt, no transient error
             record: dict[str, Any] = {"attempt": len(log) + 1,
                                       "kind": "ok" if not execution.is_error
                                       else execution.error_kind,
@@ -428,9 +437,13 @@ class ToolRunner:
     @staticmethod
     def _finish(execution: ToolExecution, log: list[dict[str, Any]], content: str | None = None,
                 error_kind: str | None = None) -> ToolExecution:
-        return replace(execution, content=content or execution.content,
-                       error_kind=error_kind or execution.error_kind, attempts=len(log),
-                       latency_s=sum(r["latency_s"] for r in log), attempt_log=log)
+        # The execution is the last attempt's, fresh from registry.run: complete it in place.
+        execution.content = content or execution.content
+        execution.error_kind = error_kind or execution.error_kind
+        execution.attempts = len(log)
+        execution.latency_s = sum(r["latency_s"] for r in log)
+        execution.attempt_log = log
+        return execution
 
 
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
