@@ -39,7 +39,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from .context import compact_if_needed
 from .cost import Prices, cost_usd
+from .hooks import as_hook_list, run_after_reply, with_hooks
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import (Block, Message, assistant_message, text_block, tool_use_block,
                        user_message)
@@ -64,6 +66,7 @@ class StopCause(str, Enum):
     CONTEXT_WINDOW = "context_window"      #: the prompt outgrew its share of the window
     AWAITING_APPROVAL = "awaiting_approval"  #: paused until a person approves a call
     MODEL_ERROR = "model_error"            #: the model call raised; work so far is kept
+    INVALID_OUTPUT = "invalid_output"      #: the final answer failed its output_model check
 
     def __str__(self) -> str:
         return self.value
@@ -100,7 +103,7 @@ def handoff_tool() -> Tool:
 
 
 #: AgentConfig fields that hold functions: not part of its JSON form.
-_CALLABLES = frozenset({"clock", "sleep"})
+_CALLABLES = frozenset({"clock", "sleep", "summarizer"})
 
 
 @dataclass
@@ -137,6 +140,12 @@ class AgentConfig:
       (:class:`~primer.agents.production.RetryPolicy`: 1 s, 2 s, 4 s ... with seeded jitter);
       ``sleep``: how the run waits (seconds; injectable, e.g. ``ManualClock().sleep``).
       See :mod:`primer.agents.production`.
+    - ``compact_share``: once the prompt passes this share of ``context_window`` (default
+      0.6), summarise older turns with ``summarizer`` before the next call, keeping the task
+      and the last ``compact_keep_turns`` replies with their results (default 2); compaction
+      is off while ``summarizer`` is ``None``. See :mod:`primer.agents.context`.
+    - ``output_retries``: corrective turns a final answer that fails ``run_agent``'s
+      ``output_model`` gets before the run stops with ``invalid_output`` (default 1).
 
     Raises ``ValueError`` for a limit that cannot work (e.g. ``max_steps < 1``).
     """
@@ -161,6 +170,11 @@ class AgentConfig:
     model_retries: int = 2
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    compact_share: float | None = 0.6
+    compact_keep_turns: int = 2
+    summarizer: Callable[[list[Message]], Any] | None = field(default=None, repr=False,
+                                                              compare=False)
+    output_retries: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.prices, dict):
@@ -197,6 +211,11 @@ class AgentConfig:
                                   ("max_parallel_tools", self.max_parallel_tools, "")):
             if value is not None and not value > 0:
                 problems.append(f"{name} must be > 0{unit} (got {value})")
+        if self.compact_share is not None and not 0 < self.compact_share < 1:
+            problems.append(f"compact_share must be in (0, 1) or None (got {self.compact_share})")
+        if self.compact_keep_turns < 1 or self.output_retries < 0:
+            problems.append(f"compact_keep_turns must be >= 1 and output_retries >= 0 "
+                            f"(got {self.compact_keep_turns}, {self.output_retries})")
         if problems:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 
@@ -282,6 +301,7 @@ class AgentResult:
     stop_detail: str = ""
     pending: list[Block] = field(default_factory=list)
     checkpoint: str | None = None
+    output: Any = None  #: the validated ``output_model`` instance, when one was asked for
 
     @property
     def executions(self) -> list[ToolExecution]:
@@ -330,6 +350,11 @@ class RunState:
     started_at: float = 0.0
     on_event: EventSink | None = None
     checkpoint: Any = None  #: a :class:`~primer.agents.checkpoint.Checkpoint`, or None
+    hooks: list[Any] = field(default_factory=list)  #: :class:`~primer.agents.hooks.Hooks`
+    output_model: Any = None  #: a pydantic model class the final answer must satisfy
+    output_fixes: int = 0  #: corrective turns used so far
+    output: Any = None  #: the validated final answer
+    compactions: int = 0  #: times older turns were summarised
 
     @property
     def model_calls(self) -> int:
@@ -523,12 +548,73 @@ def check_no_progress(state: RunState) -> Stop | None:
     return None
 
 
+def check_budgets_after_tools(state: RunState) -> Stop | None:
+    """Stop when models run inside the last reply's tools (sub-agents) crossed a budget.
+
+    A sub-agent's usage joins the run's totals when its result is recorded, so a child can
+    spend the parent's budget; this check stops the parent before its next call.
+    """
+    spent = [e.name for e in state.steps[-1].executions if e.usage is not None]
+    if not spent:
+        return None
+    stop = check_budgets(state, state.steps[-1].reply)
+    if stop is not None and stop.cause in (StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET):
+        names = ", ".join(sorted(set(spent)))
+        stop.detail = (f"after the tools of call {state.model_calls} ({names}) the run has "
+                       f"used {state.usage.total_tokens:,} tokens and {state.cost_usd:.4f} USD; "
+                       + stop.detail)
+    return stop
+
+
+def check_output(state: RunState, reply: Reply) -> Stop | None:
+    """Validate a final answer against ``state.output_model`` (a pydantic model class).
+
+    Returns the ``end_turn`` stop (and sets ``state.output``) when the reply's text is JSON
+    the model accepts. Otherwise, while ``config.output_retries`` corrective turns remain and
+    a model call is left, appends a user message naming every failing field with the expected
+    JSON Schema and returns ``None`` (the loop asks again); else returns an
+    ``invalid_output`` stop, so a failing answer never becomes ``final_text``.
+    """
+    import pydantic
+
+    n = state.model_calls
+    try:
+        state.output = state.output_model.model_validate_json(_json_text(reply.text))
+        return Stop(StopCause.END_TURN, f"the model answered on call {n}; the answer passed "
+                                        f"{state.output_model.__name__}")
+    except pydantic.ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(answer)'}: {err['msg']}"
+                             for err in e.errors(include_url=False))
+    name = state.output_model.__name__
+    if state.output_fixes < state.config.output_retries and n < state.config.max_steps:
+        state.output_fixes += 1
+        schema = json.dumps(state.output_model.model_json_schema(), separators=(",", ":"))
+        state.append(user_message(
+            f"Your final answer does not match {name}: {problems}. Reply with only a JSON "
+            f"object matching this JSON Schema: {schema}"))
+        state.emit("output_invalid", step=n, problems=problems, corrective_turn=True)
+        return None
+    state.emit("output_invalid", step=n, problems=problems, corrective_turn=False)
+    return Stop(StopCause.INVALID_OUTPUT,
+                f"the answer on call {n} failed {name} after {state.output_fixes} corrective "
+                f"turn{'s' if state.output_fixes != 1 else ''}: {problems}")
+
+
+def _json_text(text: str) -> str:
+    """The JSON of an answer: the text itself, or the body of one ```json fenced block."""
+    t = text.strip()
+    if t.startswith("```") and t.endswith("```"):
+        t = t[3:-3]
+        t = t[4:] if t.startswith("json") else t
+    return t.strip()
+
+
 # ---------------------------------------------------------------- the loop
 
 def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               system: str = "", config: AgentConfig | None = None,
               on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
-              ) -> AgentResult:
+              hooks: Any = None, output_model: Any = None) -> AgentResult:
     """Run the agent loop on ``task`` until one of its exits fires.
 
     ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
@@ -536,6 +622,12 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     ``on_event(kind, data)``, if given, is called as the run goes (``run_start``,
     ``model_call``, ``tool_execution``, ``stop``). ``trace``, a file path, records every
     event there as JSON Lines while the run goes (see :mod:`primer.agents.trace`).
+    ``hooks``, a :class:`~primer.agents.hooks.Hooks` or a list of them, run before and after
+    each tool call and after each model reply (see :mod:`primer.agents.hooks`).
+    ``output_model``, a pydantic model class, is the shape the final answer must have (JSON
+    text); an answer that fails gets ``config.output_retries`` corrective turns, then the run
+    stops with ``invalid_output`` and ``final_text`` is ``None``; on success
+    ``AgentResult.output`` holds the validated instance.
 
     Returns an :class:`AgentResult`; never raises for bad model output or failing tools.
     Exceptions from the model call end the run with ``model_error`` (work so far kept),
@@ -548,7 +640,8 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     registry = _registry_for_run(tools, config)
     state = RunState(config=config, system=system, messages=[], tool_defs=registry.definitions(),
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
-                     started_at=config.clock(), on_event=on_event)
+                     started_at=config.clock(), on_event=on_event,
+                     hooks=as_hook_list(hooks), output_model=output_model)
     state.prompt_estimate = estimate_tokens(system) + estimate_tokens(state.tool_defs)
     if config.checkpoint_dir is not None:
         from .checkpoint import Checkpoint
@@ -562,25 +655,32 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
 def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResult:
     """The loop body from any state: call, check, run tools, repeat (see module docstring)."""
     while True:
-        stop = (check_wall_clock(state) or check_context(state)
-                or check_budgets_before_call(state, llm))
+        stop = check_wall_clock(state)
+        if stop is None:
+            compact_if_needed(state)  # summarise older turns past compact_share
+            stop = check_context(state) or check_budgets_before_call(state, llm)
         if stop:
             return finish(state, stop, None)
         reply, stop = call_model(llm, state)
         if stop:
             return finish(state, stop, None)
         assert reply is not None
+        run_after_reply(state, reply)
         stop = (check_stop_reason(state, reply) or check_budgets(state, reply)
                 or check_handoff(state, reply) or check_repeats(state, reply)
                 or check_approval(state, reply, registry)
                 or (check_step_limit(state, reply) if reply.tool_uses else None))
+        if stop and stop.cause is StopCause.END_TURN and state.output_model is not None:
+            stop = check_output(state, reply)
+            if stop is None:  # a corrective turn was added; ask again
+                continue
         if stop:
             if stop.cause is StopCause.AWAITING_APPROVAL and state.checkpoint is not None:
                 return state.checkpoint.pause(registry, state, stop, reply)
             return finish(state, stop, reply)
         if reply.tool_uses:
             run_tools(registry, state, reply.tool_uses)
-            stop = check_no_progress(state)
+            stop = check_budgets_after_tools(state) or check_no_progress(state)
             if stop:
                 return finish(state, stop, None)
         elif state.model_calls >= state.config.max_steps:  # pause_turn on the last step
@@ -673,9 +773,10 @@ def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -
             for b in tool_uses):
         executions = state.checkpoint.run_reply(registry, state, tool_uses)
     else:
+        runner = ToolRunner.from_config(registry, state.config)
         executions = execute_tools(registry, tool_uses,
                                    max_workers=state.config.max_parallel_tools,
-                                   run=ToolRunner.from_config(registry, state.config))
+                                   run=with_hooks(state.hooks, runner) if state.hooks else runner)
     record_executions(state, executions)
 
 
@@ -684,6 +785,9 @@ def record_executions(state: RunState, executions: list[ToolExecution]) -> None:
     step = state.steps[-1]
     step.executions.extend(executions)
     for e in executions:
+        if e.usage is not None:  # models that ran inside the tool (a sub-agent)
+            state.usage = state.usage + e.usage
+            state.cost_usd += e.cost_usd
         state.recent_errors.append(e.is_error)
         state.emit("tool_execution", step=step.index, **e.to_dict())
     state.append(user_message([e.result_block() for e in executions]))
@@ -704,7 +808,8 @@ def finish(state: RunState, stop: Stop, reply: Reply | None) -> AgentResult:
     if stop.cause is StopCause.END_TURN and reply is not None:
         final = reply.text
     result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
-                         state.messages, summarize(state.steps, stop), stop.detail, pending)
+                         state.messages, summarize(state.steps, stop), stop.detail, pending,
+                         output=state.output)
     if state.checkpoint is not None:
         result.checkpoint = state.checkpoint.record_stop(state, result)
     state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=result.summary,
@@ -735,6 +840,7 @@ _HEADLINES = {
     StopCause.CONTEXT_WINDOW: "Stopped at the context window: {detail}",
     StopCause.AWAITING_APPROVAL: "Paused for approval: {detail}",
     StopCause.MODEL_ERROR: "Stopped on a model error: {detail}",
+    StopCause.INVALID_OUTPUT: "Stopped on an invalid final answer: {detail}",
 }
 
 

@@ -33,9 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
+import fastjsonschema
 import jsonschema
 import pydantic
 
+from .llm import Usage
 from .messages import Block, tool_result_block
 
 #: A tool function with a parameter of this name receives the call's idempotency key from
@@ -80,6 +82,7 @@ class Tool:
     needs_approval: bool = False
     timeout_s: float | None = None
     _validator: Any = field(init=False, repr=False, compare=False)
+    _fast: Any = field(default=None, init=False, repr=False, compare=False)
     _takes_key: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +116,10 @@ class Tool:
         if not isinstance(args, dict):
             return (f"{self.name}: input must be a JSON object, not {_json_type(args)}. "
                     f"Expected input_schema: {_compact(self.input_schema)}.")
+        if self._fast is None:  # compiled on first use, once per distinct schema
+            self._fast = _fast_check(json.dumps(self.input_schema, sort_keys=True))
+        if self._fast is not False and self._fast(args):
+            return None  # valid: the fast check accepts only what jsonschema accepts
         errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
         if not errors:
             return None
@@ -198,6 +205,23 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 
 @dataclass
+class ToolOutput:
+    """A tool's return value plus the model usage spent making it (e.g. by a sub-agent).
+
+    ``value`` is what the tool returns (text or JSON, as for any tool); ``usage`` the tokens
+    models inside the tool consumed and ``cost_usd`` their dollars; ``is_error`` sends the
+    value as an error result (a child run that stopped short, say) while still counting the
+    usage. The loop adds ``usage`` and ``cost_usd`` to the run's totals, so work done inside
+    a tool counts against the run's budgets.
+    """
+
+    value: Any
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    is_error: bool = False
+
+
+@dataclass
 class ToolExecution:
     """What happened to one ``tool_use``: the result sent back and how it was obtained.
 
@@ -208,7 +232,9 @@ class ToolExecution:
     stopped before running it); with :mod:`primer.agents.production` also ``"timeout"``,
     ``"rate_limited"``, ``"transient"`` and ``"gave_up"`` (retries used up). ``latency_s``
     is wall seconds spent in the function. ``attempts`` counts tries; ``attempt_log`` holds
-    one JSON-ready record per try when a retry policy ran the call.
+    one JSON-ready record per try when a retry policy ran the call. ``usage`` and
+    ``cost_usd`` are the tokens and dollars models spent inside the tool (a sub-agent, see
+    :class:`ToolOutput`); ``None`` / 0.0 for an ordinary tool.
     """
 
     tool_use_id: str
@@ -220,6 +246,12 @@ class ToolExecution:
     latency_s: float = 0.0
     attempts: int = 1
     attempt_log: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage | None = None
+    cost_usd: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.usage, dict):  # read back from JSON (checkpoints, traces)
+            self.usage = Usage.from_dict(self.usage)
 
     def result_block(self) -> Block:
         """The ``tool_result`` block answering this call."""
@@ -230,7 +262,9 @@ class ToolExecution:
         return {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input,
                 "content": self.content, "is_error": self.is_error,
                 "error_kind": self.error_kind, "latency_s": self.latency_s,
-                "attempts": self.attempts, "attempt_log": self.attempt_log}
+                "attempts": self.attempts, "attempt_log": self.attempt_log,
+                **({"usage": self.usage.to_dict(), "cost_usd": self.cost_usd}
+                   if self.usage is not None else {})}
 
 
 class ToolRegistry:
@@ -315,11 +349,15 @@ class ToolRegistry:
                                  f"{t.name} failed: {type(e).__name__}: {e}", True,
                                  "exception", time.perf_counter() - start)
         latency = time.perf_counter() - start
+        usage, spent, failed = None, 0.0, False
+        if isinstance(value, ToolOutput):
+            value, usage, spent, failed = value.value, value.usage, value.cost_usd, value.is_error
         text, problem = result_text(value)
         if problem:
             return ToolExecution(call_id, t.name, args, f"{t.name} {problem}", True,
-                                 "bad_result", latency)
-        return ToolExecution(call_id, t.name, args, text, False, None, latency)
+                                 "bad_result", latency, usage=usage, cost_usd=spent)
+        return ToolExecution(call_id, t.name, args, text, failed, "tool_error" if failed else None,
+                             latency, usage=usage, cost_usd=spent)
 
 
 def result_text(value: Any) -> tuple[str, str | None]:
@@ -366,6 +404,57 @@ def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
 
 def _is_integer(_checker: Any, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Keywords that mean the same in draft 4 and in later drafts, and that fastjsonschema checks
+#: exactly as jsonschema does. A schema using any other keyword gets no fast path.
+_FAST_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items",
+                            "minimum", "maximum", "minLength", "maxLength", "pattern",
+                            "minItems", "maxItems", "anyOf", "allOf", "not", "enum",
+                            "description", "title", "default", "examples", "format"})
+
+
+def _fast_safe(node: Any) -> bool:
+    if not isinstance(node, dict) or not set(node) <= _FAST_KEYWORDS:
+        return False
+    if "enum" in node and not all(isinstance(v, str) for v in node["enum"]):
+        return False  # Python's True == 1 would let a boolean through an enum of numbers
+    subs = list(node.get("properties", {}).values()) + node.get("anyOf", []) + node.get(
+        "allOf", []) + [node[k] for k in ("items", "not") if k in node]
+    extra = node.get("additionalProperties", False)
+    return (all(_fast_safe(sub) for sub in subs)
+            and (isinstance(extra, bool) or _fast_safe(extra)))
+
+
+@functools.lru_cache(maxsize=256)
+def _fast_check(schema_json: str) -> Callable[[Any], bool] | bool:
+    """A compiled yes/no check for the schema, or ``False`` when there is none.
+
+    Validating with jsonschema costs tens of µs a call, most of the harness's own work per
+    step; ``fastjsonschema`` compiles a schema to a Python function that checks it in about
+    1–2 µs. It is used only to say "valid", and only for schemas made of
+    :data:`_FAST_KEYWORDS` under draft 4 rules (where "integer" excludes 2.0, as the strict
+    validator here does); formats are ignored by both. Any input it rejects goes to jsonschema,
+    which writes the error messages and has the last word.
+    """
+    schema = json.loads(schema_json)
+    if not _fast_safe(schema):
+        return False
+    try:
+        compiled = fastjsonschema.compile(
+            {**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
+            use_default=False, use_formats=False, detailed_exceptions=False)
+    except fastjsonschema.JsonSchemaDefinitionException:
+        return False
+
+    def check(args: Any) -> bool:
+        try:
+            compiled(args)
+        except fastjsonschema.JsonSchemaValueException:
+            return False
+        return True
+
+    return check
 
 
 @functools.cache

@@ -1,0 +1,216 @@
+"""Context management: trim long tool results, summarise older turns, stop near the window.
+
+Every call re-sends the whole message list, so a long run fills the model's context window.
+Three guards, cheapest first:
+
+1. **Trim** each tool result to a size (:func:`trim_tool_results`, an ``after_tool`` hook):
+   a 20,000-character file listing rarely needs to reach the model whole.
+2. **Compact**: once the prompt passes ``AgentConfig.compact_share`` of the window (default
+   0.6), replace older turns by a summary (:func:`compact_messages`). The task stays first,
+   the system prompt is not touched (it travels beside the list), and the last
+   ``compact_keep_turns`` replies stay word for word. The cut always falls just before an
+   assistant message, so a ``tool_use`` and its ``tool_result`` are summarised together or
+   kept together, never split. The summariser is injectable: an LLM call
+   (:class:`LLMSummarizer`) or the deterministic offline :func:`extractive_summary`.
+3. **Stop** with ``context_window`` before a call past ``context_stop_share`` (default 0.8):
+   the loop's own check (:func:`primer.agents.agent_loop.check_context`).
+
+Source of the 60% / 80% shares: the course syllabus ("context rot": compress past ~60% of the
+window, stop early past ~80%).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .cost import cost_usd
+from .llm import LLM, Usage, estimate_tokens
+from .messages import Message, blocks_of, text_block, tool_uses_of, user_message
+from .tools import ToolExecution
+
+if TYPE_CHECKING:
+    from .agent_loop import RunState
+    from .hooks import Hooks
+
+#: The text that opens the summary block in the first user message.
+SUMMARY_HEADER = "Summary of earlier turns (older messages were compacted):"
+
+#: A summariser: older messages in, summary text out (optionally with the usage it cost).
+Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
+
+
+# ---------------------------------------------------------------- trimming
+
+def trim_text(text: str, max_tokens: int) -> str:
+    """``text`` cut to about ``max_tokens`` tokens (characters/4) with a note of the cut.
+
+    The note says how much was kept, so the model knows the result is partial. Text already
+    within the limit is returned unchanged. ``ValueError`` for ``max_tokens < 1``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1 (got {max_tokens})")
+    total = estimate_tokens(text)
+    if total <= max_tokens:
+        return text
+    return (text[: max_tokens * 4]
+            + f" …[trimmed: first {max_tokens:,} of about {total:,} tokens shown]")
+
+
+def trim_tool_results(max_tokens: int) -> Hooks:
+    """An ``after_tool`` hook that trims every tool result to about ``max_tokens`` tokens."""
+    from dataclasses import replace
+
+    from .hooks import Hooks
+
+    trim_text("", max_tokens)  # validate now
+
+    def after_tool(call: Any, execution: ToolExecution) -> ToolExecution:
+        return replace(execution, content=trim_text(execution.content, max_tokens))
+
+    return Hooks(after_tool=after_tool, name=f"trim_tool_results({max_tokens})")
+
+
+# ---------------------------------------------------------------- summarisers
+
+def _render(messages: list[Message], result_chars: int = 120) -> list[str]:
+    """One line per text, call and result of ``messages``, results cut to ``result_chars``."""
+    lines: list[str] = []
+    for m in messages:
+        for b in blocks_of(m.get("content", "")):
+            kind = b.get("type")
+            if kind == "text":
+                text = " ".join(str(b.get("text", "")).split())
+                if text and not text.startswith(SUMMARY_HEADER):
+                    lines.append(f"{m.get('role')}: {text[:result_chars]}")
+                elif text.startswith(SUMMARY_HEADER):
+                    lines.extend(text.splitlines()[1:])  # fold an earlier summary in
+            elif kind == "tool_use":
+                args = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
+                lines.append(f"called {b.get('name')}({args})")
+            elif kind == "tool_result":
+                content = " ".join(str(b.get("content", "")).split())
+                mark = "error" if b.get("is_error") else "result"
+                cut = content[:result_chars] + ("…" if len(content) > result_chars else "")
+                lines.append(f"  {mark}: {cut}")
+    return lines
+
+
+def extractive_summary(messages: list[Message]) -> str:
+    """A deterministic offline summary: one line per thought, call and (shortened) result.
+
+    No model call, so it costs no tokens to make and gives the same text every run; a real
+    harness would use :class:`LLMSummarizer`. ``messages`` are the turns being compacted
+    (the first may hold the task and an earlier summary, which is folded in).
+    """
+    return "\n".join(_render(messages[1:] if messages else []) or ["(nothing to summarise)"])
+
+
+class LLMSummarizer:
+    """Summarise older turns with one model call; returns ``(text, usage)``.
+
+    ``llm`` is any :class:`~primer.agents.llm.LLM`; ``max_tokens`` caps the summary's length
+    (tokens). The turns are rendered as text (calls, shortened results) in one user message,
+    so the call carries no tools. The usage is added to the run's totals by the loop.
+    """
+
+    INSTRUCTIONS = ("You compress an agent's working history. Keep every fact the task still "
+                    "needs: ids, numbers, decisions, errors and what was already done. Drop "
+                    "chatter. Write short lines.")
+
+    def __init__(self, llm: LLM, max_tokens: int = 512) -> None:
+        self.llm, self.max_tokens = llm, max_tokens
+
+    def __call__(self, messages: list[Message]) -> tuple[str, Usage]:
+        history = "\n".join(_render(messages[1:], result_chars=400))
+        reply = self.llm(system=self.INSTRUCTIONS, tools=[], max_tokens=self.max_tokens,
+                         messages=[user_message(f"Summarise this history:\n{history}")])
+        return reply.text, reply.usage
+
+
+# ---------------------------------------------------------------- compaction
+
+def compaction_cut(messages: list[Message], keep_turns: int) -> int | None:
+    """The index where the kept tail starts, or ``None`` when there is nothing to compact.
+
+    The tail starts at the ``keep_turns``-th assistant message from the end, so it begins
+    with a model reply and every ``tool_result`` in it answers a ``tool_use`` also in it; the
+    head ``messages[1:cut]`` holds whole turns. Needs at least one assistant message before
+    the tail.
+    """
+    assistants = [k for k, m in enumerate(messages) if m.get("role") == "assistant" and k > 0]
+    if len(assistants) <= keep_turns:
+        return None
+    cut = assistants[-keep_turns]
+    return cut if cut > 1 else None
+
+
+def compact_messages(messages: list[Message], summarizer: Summarizer,
+                     keep_turns: int = 2) -> tuple[list[Message], Usage] | None:
+    """Older turns replaced by a summary: ``(new_messages, usage)``, or ``None`` if too short.
+
+    ``new_messages[0]`` is the task (its original blocks, an earlier summary dropped) plus one
+    text block: :data:`SUMMARY_HEADER` and the summary of ``messages[0:cut]``; then the kept
+    tail, unchanged. ``usage`` is what the summariser reported (zero for an offline one).
+    """
+    cut = compaction_cut(messages, keep_turns)
+    if cut is None:
+        return None
+    out = summarizer(messages[:cut])
+    text, usage = out if isinstance(out, tuple) else (out, Usage())
+    task = [b for b in blocks_of(messages[0].get("content", ""))
+            if not (b.get("type") == "text" and str(b.get("text", "")).startswith(SUMMARY_HEADER))]
+    first = user_message([*task, text_block(f"{SUMMARY_HEADER}\n{text}")])
+    return [first, *messages[cut:]], usage
+
+
+def unanswered_tool_uses(messages: list[Message]) -> list[str]:
+    """Ids of ``tool_use`` blocks with no ``tool_result`` in the next message (should be [])."""
+    missing: list[str] = []
+    for k, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        answered = set()
+        if k + 1 < len(messages):
+            answered = {b.get("tool_use_id") for b in blocks_of(messages[k + 1].get("content", ""))
+                        if b.get("type") == "tool_result"}
+        missing += [b.get("id") for b in tool_uses_of(m.get("content", []))
+                    if b.get("id") not in answered]
+    return missing
+
+
+def compact_if_needed(state: RunState) -> None:
+    """The loop's compaction step, before each model call.
+
+    When ``config.summarizer`` is set and the running prompt estimate passes
+    ``compact_share × context_window``, compacts ``state.messages`` in place, recomputes the
+    prompt estimate once (a rare event), adds the summariser's usage to the run's totals and
+    emits a ``compaction`` event with the estimate before and after (tokens). A summariser
+    that raises is reported as a ``compaction_failed`` event; the run goes on uncompacted
+    and the context-window stop still guards it.
+    """
+    c = state.config
+    if c.summarizer is None or c.compact_share is None:
+        return
+    limit = int(c.context_window * c.compact_share)
+    if state.prompt_estimate <= limit:
+        return
+    before = state.prompt_estimate
+    try:
+        done = compact_messages(state.messages, c.summarizer, c.compact_keep_turns)
+    except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
+        state.emit("compaction_failed", step=state.model_calls + 1,
+                   error=f"{type(e).__name__}: {e}")
+        return
+    if done is None:
+        return
+    new, usage = done
+    state.messages[:] = new
+    state.prompt_estimate = (estimate_tokens(state.system) + estimate_tokens(state.tool_defs)
+                             + sum(estimate_tokens(m) for m in state.messages))
+    state.usage = state.usage + usage
+    state.cost_usd += cost_usd(usage, c.prices)
+    state.compactions += 1
+    state.emit("compaction", step=state.model_calls + 1, before_tokens=before,
+               after_tokens=state.prompt_estimate, messages=len(state.messages))

@@ -1,0 +1,78 @@
+"""Sub-agents: a tool that runs a whole child loop and returns a short summary.
+
+A parent agent hands a self-contained piece of work to a child: a second
+:func:`~primer.agents.agent_loop.run_agent` with its own message list, tools, limits and stop
+cause. The child's tool calls and results never enter the parent's list; the parent sees one
+``tool_result``: the child's answer cut to ``summary_chars`` characters. That keeps the
+parent's context small, at the price of the child's own calls.
+
+What the child costs is not hidden: the tool returns a
+:class:`~primer.agents.tools.ToolOutput` carrying the child's usage and dollars, and the loop
+adds them to the parent's running totals, so a child can use up the parent's budget and the
+parent stops on it. A child that stops on its own limit (steps, budget, a hand-off) is
+reported to the parent as an error result naming its stop cause, never as an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .agent_loop import AgentConfig, AgentResult, StopCause, run_agent
+from .llm import LLM
+from .tools import Tool, ToolOutput
+
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string",
+                            "description": "A self-contained task: everything the helper "
+                                           "needs to know, and what to report back."}},
+    "required": ["task"], "additionalProperties": False,
+}
+
+
+class SubAgent:
+    """The function behind a sub-agent tool: ``agent(task=...) -> ToolOutput``.
+
+    ``make_llm()`` builds the child's model for each call (a fresh scripted model, or
+    ``lambda: claude`` to share one client); ``tools``, ``system`` and ``config`` are the
+    child's own. ``summary_chars`` caps the text returned to the parent (characters).
+    ``runs`` keeps every child :class:`~primer.agents.agent_loop.AgentResult` for inspection.
+    """
+
+    def __init__(self, make_llm: Callable[[], LLM], tools: Iterable[Tool] = (), *,
+                 system: str = "", config: AgentConfig | None = None,
+                 summary_chars: int = 400) -> None:
+        if summary_chars < 20:
+            raise ValueError(f"summary_chars must be at least 20 (got {summary_chars})")
+        self.make_llm, self.tools = make_llm, list(tools)
+        self.system, self.config = system, config or AgentConfig(max_steps=6)
+        self.summary_chars = summary_chars
+        self.runs: list[AgentResult] = []
+
+    def __call__(self, task: str) -> ToolOutput:
+        child = run_agent(self.make_llm(), task, self.tools, system=self.system,
+                          config=self.config)
+        self.runs.append(child)
+        if child.stop_cause is StopCause.END_TURN and child.final_text is not None:
+            return ToolOutput(self._short(child.final_text), child.usage, child.cost_usd)
+        return ToolOutput(self._short(f"The helper stopped without an answer "
+                                      f"({child.stop_cause.value}). {child.summary}"),
+                          child.usage, child.cost_usd, is_error=True)
+
+    def _short(self, text: str) -> str:
+        text = " ".join(text.split())
+        return text if len(text) <= self.summary_chars else text[: self.summary_chars - 1] + "…"
+
+
+def subagent_tool(name: str, description: str, make_llm: Callable[[], LLM],
+                  tools: Iterable[Tool] = (), *, system: str = "",
+                  config: AgentConfig | None = None, summary_chars: int = 400) -> Tool:
+    """A :class:`~primer.agents.tools.Tool` taking ``{"task": str}`` that runs a
+    :class:`SubAgent`; the agent is at ``tool.fn`` (``tool.fn.runs`` holds each child run).
+
+    Give it a description that says when to delegate. The child's own ``config`` limits it
+    (default 6 steps and the default budget); its usage also counts in the parent's.
+    """
+    agent = SubAgent(make_llm, tools, system=system, config=config, summary_chars=summary_chars)
+    return Tool(name, description, TASK_SCHEMA, agent)
