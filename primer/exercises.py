@@ -1,0 +1,749 @@
+"""The coding round: check a learner's own agent loop against scripted models and tools.
+
+Write a loop with this signature, no framework::
+
+    def my_loop(model, task, tools, *, max_steps, token_budget) -> dict:
+        ...
+        return {"answer": ..., "stop_reason": ...}
+
+- ``model(messages, tool_definitions)`` is one stateless model call. ``messages`` is the
+  whole history as a list of Anthropic-shape messages (see :mod:`primer.agents.messages`),
+  starting with ``{"role": "user", "content": task}``; ``tool_definitions`` is
+  ``tools.definitions``. It returns a reply dict::
+
+      {"content": [block, ...],              # text and tool_use blocks
+       "stop_reason": "end_turn" | "tool_use" | "max_tokens" | "refusal",
+       "usage": {"input_tokens": int, "output_tokens": int}}
+
+- ``task`` is the user's request (a string).
+- ``tools`` is a dict, tool name → Python function; call a tool with its ``tool_use`` input
+  as keyword arguments, ``tools[name](**input)``. ``tools.definitions`` holds the tool
+  definitions (``{"name", "description", "input_schema"}``) to send to the model.
+- ``max_steps`` is how many model calls the run may make.
+- ``token_budget`` is how many tokens it may use: the sum of ``input_tokens + output_tokens``
+  over every reply's ``usage``.
+
+The loop returns ``{"answer": str | None, "stop_reason": str}``: the answer text and
+``"end_turn"`` when the model finished; otherwise ``None`` and the reason it stopped:
+``"max_tokens"``, ``"refusal"``, ``"token_budget"``, ``"loop_detected"`` or ``"max_steps"``.
+
+What the checks hold the loop to (the course's production loop, reduced to its core):
+
+1. Append each reply to the history exactly as returned, as an ``assistant`` message.
+2. After each reply, in order: ``end_turn`` → return the text; ``max_tokens`` → stop and
+   run nothing (a cut-off tool call may be half-written); ``refusal`` → stop, the text is
+   not an answer; a running token total past ``token_budget`` → stop before running the
+   reply's tools; the same tool with the same input requested for the
+   :data:`REPEAT_THRESHOLD`-th time → stop with ``loop_detected``.
+3. Otherwise run every ``tool_use`` of the reply and answer them all in ONE ``user``
+   message: one ``tool_result`` per call, with the call's id as ``tool_use_id``, in the order
+   asked. A failure (unknown tool, bad arguments, the function raising) is a result with
+   ``"is_error": True`` whose content says what went wrong (an unknown tool lists the real
+   ones), never an exception that ends the run.
+4. Make at most ``max_steps`` model calls; then stop with ``max_steps``.
+
+:func:`check_loop` runs the loop once per behaviour in :data:`BEHAVIOURS`, watching it through
+an instrumented model (which checks the message list it is sent on every call, as the real
+API would) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
+one line per behaviour, passed or failed with what was expected and what happened, and a
+score. An exception inside the learner's code is that behaviour's failure, reported with the
+line that raised it; it never escapes :func:`check_loop`.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import inspect
+import json
+import linecache
+import re
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from primer.agents import Reply, ScriptedLLM, text_reply, tool_reply
+from primer.agents.messages import Message, blocks_of, text_of, tool_uses_of
+from primer.scenarios import orders
+from primer.scenarios.policy import Observation, action_reply, call_number, last_observations
+
+#: The loop must stop with ``loop_detected`` when the same tool with the same input is
+#: requested for this many times (the course's default, as in ``AgentConfig``).
+REPEAT_THRESHOLD = 3
+
+#: The checker's model refuses to answer more calls than this in one run: a loop that gets
+#: here has no working step limit.
+MAX_MODEL_CALLS = 25
+
+#: The stop reasons a learner's loop may return.
+STOP_REASONS = ("end_turn", "max_tokens", "refusal", "token_budget", "loop_detected",
+                "max_steps")
+
+LoopFn = Callable[..., Any]
+
+
+class Toolbox(dict):
+    """The ``tools`` argument: a dict name → function, plus ``definitions`` for the model.
+
+    ``definitions`` is a list of ``{"name", "description", "input_schema"}`` dicts, the tool
+    definitions to pass to ``model(messages, tools.definitions)``.
+    """
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]],
+                 definitions: list[dict[str, Any]]) -> None:
+        super().__init__(functions)
+        self.definitions = definitions
+
+
+class _CheckStopped(BaseException):
+    """Raised by the checker's model to end a run that broke a rule it cannot recover from.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so an ``except Exception`` in the
+    learner's loop does not swallow it and keep the run going forever.
+    """
+
+
+@dataclass
+class Run:
+    """What one behaviour's run did, as the instrumented model and tools saw it.
+
+    ``replies`` are the reply dicts the model returned, in order; ``results`` maps each
+    ``tool_use`` id to the ``tool_result`` block the loop sent back for it; ``tool_runs``
+    lists ``(model calls so far, tool name, input)`` for every tool call, in the order they
+    began; ``violation`` is the first broken rule of the message list (or a runaway loop),
+    ``error`` the learner's exception as a one-line report, ``result`` what the loop returned.
+    """
+
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tool_runs: list[tuple[int, str, Any]] = field(default_factory=list)
+    violation: str | None = None
+    error: str | None = None
+    result: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def calls(self) -> int:
+        """Model calls the loop made."""
+        return len(self.replies)
+
+    @property
+    def tokens(self) -> list[int]:
+        """Running total of reported tokens (input + output) after each model call."""
+        total, out = 0, []
+        for r in self.replies:
+            total += r["usage"]["input_tokens"] + r["usage"]["output_tokens"]
+            out.append(total)
+        return out
+
+    def runs_of(self, name: str) -> int:
+        """How many times tool ``name`` was called."""
+        return sum(1 for _, n, _ in self.tool_runs if n == name)
+
+    def result_for(self, reply_no: int, k: int = 0) -> dict[str, Any] | None:
+        """The ``tool_result`` sent for the ``k``-th tool call of reply ``reply_no`` (from 1)."""
+        uses = tool_uses_of(self.replies[reply_no - 1]["content"])
+        return self.results.get(uses[k]["id"]) if k < len(uses) else None
+
+
+# ---------------------------------------------------------------- the instrumented model
+
+class CheckedModel:
+    """The model handed to the learner's loop: a :class:`ScriptedLLM` behind a check.
+
+    Called as ``model(messages, tool_definitions)``. Before answering it checks the message
+    list as the real API would (:func:`history_problem`); a broken list, or more than
+    :data:`MAX_MODEL_CALLS` calls, is recorded in ``run.violation`` and ends the run.
+    Returns a reply dict ``{"content", "stop_reason", "usage"}`` (a fresh copy each time, so
+    the loop may keep or change it freely).
+    """
+
+    def __init__(self, policy: Callable[[list[Message]], Any], task: str,
+                 definitions: list[dict[str, Any]], run: Run) -> None:
+        self._llm = ScriptedLLM(policy, name="the checker's model")
+        self._task = task
+        self._definitions = definitions
+        self._run = run
+
+    def __call__(self, messages: list[Message], tool_definitions: Any = None) -> dict[str, Any]:
+        run = self._run
+        problem = history_problem(messages, self._task, run)
+        if problem is None and run.calls >= MAX_MODEL_CALLS:
+            problem = (f"the loop made {MAX_MODEL_CALLS} model calls and kept going; "
+                       f"it needs a step limit")
+        if problem is not None:
+            run.violation = run.violation or problem
+            raise _CheckStopped(problem)
+        try:
+            reply: Reply = self._llm(system="", messages=messages, tools=self._definitions,
+                                     max_tokens=1024)
+        except Exception as e:  # noqa: BLE001 - a history the model cannot read ends the run
+            run.violation = (f"the model could not read the history on call {run.calls + 1} "
+                             f"({type(e).__name__}: {e})")
+            raise _CheckStopped(run.violation) from None
+        record = {"content": reply.content, "stop_reason": reply.stop_reason,
+                  "usage": {"input_tokens": reply.usage.input_tokens,
+                            "output_tokens": reply.usage.output_tokens}}
+        run.replies.append(copy.deepcopy(record))
+        return copy.deepcopy(record)
+
+
+def history_problem(messages: Any, task: str, run: Run) -> str | None:
+    """What is wrong with the message list sent on the next call, or ``None``.
+
+    The list must start with the task as a ``user`` message, then hold each earlier reply as
+    an ``assistant`` message exactly as returned, each followed by one ``user`` message
+    answering every ``tool_use`` of that reply with a ``tool_result`` carrying its id, in the
+    order asked (``tool_result`` blocks first; text may follow). Records the results it
+    finds in ``run.results``. Rules: the Anthropic Messages API's (a ``tool_use`` must be
+    answered in the next user message) and the course's (one message, in request order).
+    """
+    if not isinstance(messages, list) or not messages:
+        return f"the model was sent {type(messages).__name__} instead of a list of messages"
+    first = messages[0]
+    if not (isinstance(first, dict) and first.get("role") == "user"
+            and text_of(first.get("content", "")).strip() == task):
+        return "the first message must be the task, as {'role': 'user', 'content': task}"
+    for k, reply in enumerate(run.replies):
+        if not tool_uses_of(reply["content"]) or reply["stop_reason"] == "max_tokens":
+            why = ("was cut off (max_tokens)" if reply["stop_reason"] == "max_tokens"
+                   else f"had stop_reason {reply['stop_reason']!r} and no tool call")
+            return (f"the model was called again after reply {k + 1}, which {why}; "
+                    f"that reply ends the run")
+        if len(messages) < 3 + 2 * k:
+            return (f"call {run.calls + 1} was sent {len(messages)} message(s); reply {k + 1} "
+                    f"and the user message answering it are missing from the history")
+        said, answer = messages[1 + 2 * k], messages[2 + 2 * k]
+        if not isinstance(said, dict) or said.get("role") != "assistant" \
+                or said.get("content") != reply["content"]:
+            return (f"message {2 + 2 * k} should be reply {k + 1} as an assistant message, "
+                    f"its content exactly as the model returned it")
+        if not isinstance(answer, dict) or answer.get("role") != "user":
+            return f"message {3 + 2 * k} should be a user message answering reply {k + 1}"
+        problem = _answer_problem(reply, answer, k + 1, run)
+        if problem:
+            return problem
+    if len(messages) != 1 + 2 * run.calls:
+        return (f"call {run.calls + 1} was sent {len(messages)} messages; after "
+                f"{run.calls} replies the history should hold {1 + 2 * run.calls} (the task, "
+                f"then each reply and one user message answering it)")
+    return None
+
+
+def _answer_problem(reply: dict[str, Any], answer: dict[str, Any], reply_no: int,
+                    run: Run) -> str | None:
+    asked = [b["id"] for b in tool_uses_of(reply["content"])]
+    content = answer.get("content")
+    blocks = blocks_of(content) if isinstance(content, str | list) else []
+    results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+    got = [b.get("tool_use_id") for b in results]
+    if got == asked:
+        lead = blocks[:len(results)]
+        if lead != results:
+            return (f"in the user message answering reply {reply_no}, put the tool_result "
+                    f"blocks first, before any text")
+        run.results.update({b["tool_use_id"]: b for b in results})
+        return None
+    missing = [i for i in asked if i not in got]
+    if missing and not got:
+        return (f"reply {reply_no} asked for {len(asked)} tool call(s), but the next user "
+                f"message holds no tool_result for {', '.join(missing)}; answer every "
+                f"tool_use in the next user message")
+    if missing:
+        return (f"the user message after reply {reply_no} answers {len(got)} of its "
+                f"{len(asked)} tool calls (no tool_result for {', '.join(missing)}); put all "
+                f"results in one user message")
+    unknown = [i for i in got if i not in asked]
+    if unknown:
+        return (f"a tool_result after reply {reply_no} has tool_use_id {unknown[0]!r}, which "
+                f"matches no call of that reply; copy each call's id into its tool_result")
+    if sorted(got) == sorted(asked) and len(got) == len(asked):
+        return (f"the results after reply {reply_no} came back in the order {got}; send them "
+                f"in the order the model asked for them ({asked})")
+    return (f"the user message after reply {reply_no} answers a call more than once "
+            f"(tool_use_ids {got}); send one tool_result per call")
+
+
+# ---------------------------------------------------------------- instrumented tools
+
+def _instrument(name: str, fn: Callable[..., Any], run: Run) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        with run.lock:
+            run.tool_runs.append((run.calls, name, dict(kwargs) if not args else args))
+        return fn(*args, **kwargs)
+
+    return recorded
+
+
+def order_service_down(order_id: str) -> dict:
+    """A ``get_order`` whose backing service is down: it always raises ``ConnectionError``."""
+    raise ConnectionError(f"order service unavailable (HTTP 503) while fetching {order_id!r}; "
+                          f"try again in a minute")
+
+
+def _toolbox(run: Run, overrides: Mapping[str, Callable[..., Any]] | None = None) -> Toolbox:
+    functions = {**orders.mini_tools(), **(overrides or {})}
+    definitions = [t.definition() for t in orders.make_tools()]
+    return Toolbox({n: _instrument(n, f, run) for n, f in functions.items()}, definitions)
+
+
+# ---------------------------------------------------------------- the scripted models
+
+def _readable(o: Observation) -> Observation:
+    """``o`` as a real model would read it, whatever format the loop chose.
+
+    A Python literal (``str(dict)``) or a list of text blocks becomes JSON text, and a result
+    that is not JSON is read as an error message even if the loop forgot ``is_error`` (the
+    order tools answer in JSON; only errors are prose). The checks still look at the flag
+    the loop really sent.
+    """
+    content = o.content
+    try:
+        json.loads(content)
+        return o
+    except ValueError:
+        pass
+    try:
+        value = ast.literal_eval(content)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return replace(o, is_error=True)
+    if isinstance(value, list) and all(isinstance(b, dict) for b in value):
+        return _readable(replace(o, content=text_of(value)))
+    if isinstance(value, dict | int | float):
+        return replace(o, content=json.dumps(value))
+    return replace(o, is_error=True)
+
+
+def _last(messages: list[Message]) -> Observation | None:
+    seen = last_observations(messages)
+    return _readable(seen[-1]) if seen else None
+
+
+def _orders_model(kind: str, first: dict[str, Any] | None = None
+                  ) -> Callable[[list[Message]], Any]:
+    """The order world's model ``kind`` (see :func:`primer.scenarios.orders.decide`), reading
+    results leniently; ``first`` replaces its first action."""
+
+    def respond(messages: list[Message]) -> Any:
+        last = _last(messages)
+        if last is None and first is not None:
+            return action_reply(first)
+        return action_reply(orders.decide(kind, call_number(messages), last))
+
+    return respond
+
+
+_happy = _orders_model("recover", first={"tool": "get_order", "input": {"order_id": "A123"},
+                                         "thought": "I need the order first."})
+
+
+def _unknown_tool(messages: list[Message]) -> Any:
+    last = _last(messages)
+    if last is None:
+        return tool_reply(("lookup_order", {"order_id": "A123"}),
+                          text="I'll look the order up.")
+    if last.name == "lookup_order":
+        if "get_order" not in last.content:
+            return text_reply("I have no tool that looks orders up, so I cannot answer.")
+        return action_reply({"tool": "get_order", "input": {"order_id": "A123"},
+                             "thought": "The error lists get_order; using that."})
+    return _happy(messages)
+
+
+def _tool_raises(messages: list[Message]) -> Any:
+    seen = last_observations(messages)
+    if not seen:
+        return action_reply({"tool": "get_order", "input": {"order_id": "A123"}})
+    return text_reply(f"I could not look the order up: {seen[-1].content}")
+
+
+def _two_calls(messages: list[Message]) -> Any:
+    seen = last_observations(messages)
+    if not seen:
+        return tool_reply(("get_order", {"order_id": "A123"}),
+                          ("get_order", {"order_id": "B456"}),
+                          text="I'll look both orders up at once.")
+    items = [_item(_readable(o)) for o in seen]
+    return text_reply(f"Order A123 is {items[0]}; order B456 is {items[-1]}.")
+
+
+def _item(o: Observation) -> str:
+    try:
+        return f"a {json.loads(o.content)['item']}"
+    except (ValueError, KeyError, TypeError):
+        return "unknown"
+
+
+#: What the cut-off reply holds: a ``get_order`` call whose input stopped mid-id.
+CUT_OFF_INPUT = {"order_id": "A1"}
+
+
+def _cut_off(messages: list[Message]) -> Any:
+    if len(messages) == 1:
+        reply = tool_reply(("get_order", CUT_OFF_INPUT), text="Looking up order A1")
+        return Reply(reply.content, "max_tokens")
+    return text_reply("Order A1 could not be found.")
+
+
+REFUSAL_TEXT = "I can't help with that request."
+
+
+def _refusal(messages: list[Message]) -> Any:
+    return text_reply(REFUSAL_TEXT, stop_reason="refusal")
+
+
+# ---------------------------------------------------------------- judging a run
+
+def _stopped(run: Run, expected: str, answer: bool) -> str | None:
+    """``None`` when the run stopped with ``expected`` (and an answer iff ``answer``)."""
+    got = run.result["stop_reason"]
+    if got != expected:
+        return (f"stopped with {got!r} after {_calls(run.calls)}; expected {expected!r}")
+    if answer and not run.result["answer"]:
+        return f"stopped with {expected!r} but returned no answer text"
+    if not answer and run.result["answer"] is not None:
+        return (f"stopped with {expected!r} but returned an answer "
+                f"({_short(run.result['answer'])}); a stopped run's answer must be None")
+    return None
+
+
+def _calls(n: int) -> str:
+    return f"{n} model call{'s' if n != 1 else ''}"
+
+
+def _short(text: Any, limit: int = 50) -> str:
+    text = str(text)
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
+def _answered_5900(run: Run) -> str | None:
+    problem = _stopped(run, "end_turn", answer=True)
+    if problem:
+        return problem
+    if "5900" not in str(run.result["answer"]):
+        return f"answered {_short(run.result['answer'])}; expected the model's 5900.0 answer"
+    return None
+
+
+def _error_result(run: Run, reply_no: int, what: str, must_mention: tuple[str, ...] = ()
+                  ) -> str | None:
+    block = run.result_for(reply_no)
+    if block is None:
+        return f"{what} got no tool_result"
+    if block.get("is_error") is not True:
+        return f"{what}'s tool_result was not marked \"is_error\": True"
+    content = block.get("content")
+    text = content if isinstance(content, str) else text_of(content or [])
+    missing = [m for m in must_mention if m not in text]
+    if missing:
+        return (f"{what}'s error result {_short(text)} does not mention "
+                f"{', '.join(missing)}; say what went wrong and how to fix the call")
+    return None
+
+
+def judge_happy(run: Run) -> str | None:
+    """Answers 5900.0 with ``end_turn``; ``get_order`` and ``calculator`` each ran once."""
+    runs = (run.runs_of("get_order"), run.runs_of("calculator"))
+    if runs != (1, 1):
+        return (f"get_order ran {runs[0]} and calculator {runs[1]} time(s); each should "
+                f"run once")
+    return _answered_5900(run)
+
+
+def judge_wrong_argument(run: Run) -> str | None:
+    """The call with a wrong argument name gets an error result; the model then recovers."""
+    return _error_result(run, 1, "the call with a wrong argument") or _answered_5900(run)
+
+
+def judge_unknown_tool(run: Run) -> str | None:
+    """An unknown tool gets an error result listing the real tools; nothing else runs."""
+    if run.runs_of("lookup_order"):
+        return "a tool that does not exist was run"
+    return (_error_result(run, 1, "the unknown tool", ("get_order", "calculator"))
+            or _answered_5900(run))
+
+
+def judge_tool_raises(run: Run) -> str | None:
+    """A tool that raises becomes an error result carrying its message; the run goes on."""
+    return (_error_result(run, 1, "the failing tool", ("order service unavailable",))
+            or _stopped(run, "end_turn", answer=True))
+
+
+def judge_two_calls(run: Run) -> str | None:
+    """Both calls of one reply run and both results reach the model (one message, in order)."""
+    if run.runs_of("get_order") != 2:
+        return f"get_order ran {run.runs_of('get_order')} time(s); both calls should run"
+    problem = _stopped(run, "end_turn", answer=True)
+    if problem:
+        return problem
+    if "keyboard" not in run.result["answer"] or "monitor" not in run.result["answer"]:
+        return f"answered {_short(run.result['answer'])}; expected both orders' items"
+    return None
+
+
+def judge_repeats(run: Run) -> str | None:
+    """Stops with ``loop_detected`` on the third identical request, not at the step limit."""
+    problem = _stopped(run, "loop_detected", answer=False)
+    if problem:
+        return problem + (f" on request {REPEAT_THRESHOLD} of the same call"
+                          if run.result["stop_reason"] != "loop_detected" else "")
+    if run.calls > REPEAT_THRESHOLD:
+        return (f"detected the loop only after {_calls(run.calls)}; stop on request "
+                f"{REPEAT_THRESHOLD} of the same call")
+    return None
+
+
+def judge_wanders(run: Run, max_steps: int) -> str | None:
+    """Stops with ``max_steps`` after exactly ``max_steps`` model calls."""
+    if run.calls > max_steps:
+        return f"made {_calls(run.calls)} with max_steps={max_steps}"
+    return _stopped(run, "max_steps", answer=False)
+
+
+def _crossed(run: Run, budget: int) -> int | None:
+    return next((k for k, t in enumerate(run.tokens, start=1) if t > budget), None)
+
+
+def ran_past_budget(run: Run, budget: int) -> str | None:
+    """A tool of the reply that crossed the budget (or a later one) ran."""
+    crossed = _crossed(run, budget)
+    late = [name for after, name, _ in run.tool_runs if crossed and after >= crossed]
+    if late:
+        return (f"reply {crossed} took the total to {run.tokens[crossed - 1]:,} tokens, past "
+                f"the {budget:,}-token budget, and its {late[0]} call still ran; check the "
+                f"budget before running tools")
+    return None
+
+
+def judge_budget(run: Run, budget: int) -> str | None:
+    """Stops with ``token_budget`` at the first reply whose running total passes the budget,
+    before running that reply's tools."""
+    totals = run.tokens
+    crossed = _crossed(run, budget)
+    if crossed is not None:
+        if run.calls > crossed:
+            return (f"kept calling the model after reply {crossed} passed the "
+                    f"{budget:,}-token budget ({totals[crossed - 1]:,} tokens)")
+    problem = _stopped(run, "token_budget", answer=False)
+    if problem and run.replies:
+        problem += f" (used {totals[-1]:,} tokens of a {budget:,}-token budget)"
+    return problem
+
+
+def ran_cut_off_tool(run: Run) -> str | None:
+    """A tool ran after a reply cut off at ``max_tokens``."""
+    if run.tool_runs:
+        return "the cut-off reply's tool ran; it must not (its input may be half-written)"
+    return None
+
+
+def judge_cut_off(run: Run) -> str | None:
+    """Stops with ``max_tokens`` and no answer."""
+    return _stopped(run, "max_tokens", answer=False)
+
+
+def judge_refusal(run: Run) -> str | None:
+    """Stops with ``refusal`` and no answer: a refusal's text is not an answer."""
+    if run.result["answer"] == REFUSAL_TEXT:
+        return "returned the refusal's text as the answer; a refusal is not an answer"
+    return _stopped(run, "refusal", answer=False)
+
+
+# ---------------------------------------------------------------- the battery
+
+@dataclass(frozen=True)
+class Behaviour:
+    """One check of the battery: a scripted model, the tools, the limits and a judge.
+
+    ``policy`` is a :class:`ScriptedLLM` policy (a function of the message list);
+    ``overrides`` replaces some of the order world's tools; ``judge(run)`` returns ``None``
+    when the run behaved, else one line saying what was expected and what happened.
+    ``forbidden(run)``, when given, names a tool run that must not happen; it is judged
+    first, even when the loop then crashed (running the tool is the fault, the crash only
+    its consequence). ``passed`` is the line printed on success.
+    """
+
+    name: str
+    policy: Callable[[list[Message]], Any]
+    judge: Callable[[Run], str | None]
+    passed: str
+    max_steps: int = 6
+    token_budget: int = 50_000
+    forbidden: Callable[[Run], str | None] | None = None
+    overrides: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+#: The tight budget: the happy path's first reply fits, its second reply (a calculator call)
+#: takes the running total past it.
+TIGHT_BUDGET = 450
+WANDER_STEPS = 4
+
+BEHAVIOURS: tuple[Behaviour, ...] = (
+    Behaviour("happy path", _happy, judge_happy,
+              "looked the order up, computed, answered 5900.0 with end_turn"),
+    Behaviour("wrong argument", _orders_model("recover"), judge_wrong_argument,
+              "sent the bad call back as an error result; the model fixed it and answered"),
+    Behaviour("unknown tool", _unknown_tool, judge_unknown_tool,
+              "answered the unknown tool with an error listing the real tools"),
+    Behaviour("tool that raises", _tool_raises, judge_tool_raises,
+              "turned the exception into an error result; the run went on",
+              overrides={"get_order": order_service_down}),
+    Behaviour("two calls in one reply", _two_calls, judge_two_calls,
+              "ran both calls and answered both in one user message, in order"),
+    Behaviour("model that repeats itself", _orders_model("repeat"), judge_repeats,
+              f"stopped with loop_detected on request {REPEAT_THRESHOLD} of the same call",
+              max_steps=10),
+    Behaviour("model that wanders", _orders_model("wander"),
+              functools.partial(judge_wanders, max_steps=WANDER_STEPS),
+              f"stopped with max_steps after {WANDER_STEPS} model calls",
+              max_steps=WANDER_STEPS),
+    Behaviour("tight budget", _happy, functools.partial(judge_budget, budget=TIGHT_BUDGET),
+              "stopped with token_budget at the reply that crossed it; its tool never ran",
+              token_budget=TIGHT_BUDGET,
+              forbidden=functools.partial(ran_past_budget, budget=TIGHT_BUDGET)),
+    Behaviour("cut-off reply", _cut_off, judge_cut_off,
+              "stopped with max_tokens; the half-written call never ran",
+              forbidden=ran_cut_off_tool),
+    Behaviour("refusal", _refusal, judge_refusal,
+              "stopped with refusal and no answer"),
+)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One behaviour's verdict: ``name``, ``passed``, and ``detail`` (what happened)."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def line(self) -> str:
+        """``PASS  name: detail`` or ``FAIL  name: detail``."""
+        return f"{'PASS' if self.passed else 'FAIL'}  {self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class LoopReport:
+    """Every behaviour's :class:`CheckResult`, in battery order, and the score.
+
+    ``str(report)`` is one line per behaviour and a last line ``score: k/n``.
+    """
+
+    results: tuple[CheckResult, ...]
+
+    @property
+    def score(self) -> int:
+        """Behaviours passed."""
+        return sum(r.passed for r in self.results)
+
+    @property
+    def total(self) -> int:
+        """Behaviours checked."""
+        return len(self.results)
+
+    @property
+    def failed(self) -> list[str]:
+        """Names of the behaviours that failed, in battery order."""
+        return [r.name for r in self.results if not r.passed]
+
+    def __str__(self) -> str:
+        return "\n".join([*(r.line() for r in self.results),
+                          f"score: {self.score}/{self.total}"])
+
+    def __repr__(self) -> str:
+        return f"LoopReport(score={self.score}/{self.total}, failed={self.failed})"
+
+
+TASK = orders.TASK
+
+
+def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
+               show: bool = True) -> LoopReport:
+    """Run the learner's loop ``fn`` once per behaviour and judge each run.
+
+    ``fn(model, task, tools, *, max_steps, token_budget) -> {"answer", "stop_reason"}`` (see
+    the module docstring). Prints the report when ``show`` is true and returns it. Never
+    raises because of ``fn``: an exception in it, a broken message list, a runaway loop or a
+    malformed result is that behaviour's failure. Raises ``TypeError`` only when ``fn`` is
+    not callable.
+    """
+    if not callable(fn):
+        raise TypeError(f"check_loop needs your loop function, e.g. check_loop(my_loop); "
+                        f"got {type(fn).__name__}")
+    report = LoopReport(tuple(_check_one(fn, b) for b in behaviours))
+    if show:
+        print(report)
+    return report
+
+
+def _check_one(fn: LoopFn, behaviour: Behaviour) -> CheckResult:
+    run = Run()
+    tools = _toolbox(run, behaviour.overrides)
+    model = CheckedModel(behaviour.policy, TASK, tools.definitions, run)
+    try:
+        run.result = fn(model, TASK, tools, max_steps=behaviour.max_steps,
+                        token_budget=behaviour.token_budget)
+    except _CheckStopped:
+        pass
+    except Exception as e:  # noqa: BLE001 - the learner's failure is the report, not a crash
+        run.error = describe_exception(e, fn)
+    problem = behaviour.forbidden(run) if behaviour.forbidden else None
+    problem = problem or run.violation or run.error or result_problem(run.result)
+    if problem is None:
+        problem = behaviour.judge(run)
+    return CheckResult(behaviour.name, problem is None, problem or behaviour.passed)
+
+
+def result_problem(result: Any) -> str | None:
+    """What is wrong with the shape of a loop's return value, or ``None``."""
+    if not isinstance(result, Mapping) or not {"answer", "stop_reason"} <= set(result):
+        return (f"returned {_short(repr(result))}; return a dict "
+                f"{{'answer': str | None, 'stop_reason': str}}")
+    if result["stop_reason"] not in STOP_REASONS:
+        return (f"returned stop_reason {result['stop_reason']!r}; use one of "
+                f"{', '.join(STOP_REASONS)}")
+    if result["answer"] is not None and not isinstance(result["answer"], str):
+        return f"returned an answer of type {type(result['answer']).__name__}; use str or None"
+    return None
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s'\"]+)+[\\/]([^\\/\s'\"]+)")
+
+
+def describe_exception(e: BaseException, fn: LoopFn) -> str:
+    """One stable line for an exception raised through the learner's loop ``fn``.
+
+    ``raised KeyError: 'x' at line 7 of my_loop: `code```: the last traceback frame in the
+    file (or notebook cell) that defines ``fn``, found with ``traceback.walk_tb``; lines
+    count from that function's ``def`` line as 1, so the report does not change when code
+    is added above the loop. Memory addresses and directories are removed, so the line is
+    the same on every machine.
+    """
+    message = _PATH.sub(r"\1", _ADDRESS.sub("0x…", str(e)))
+    if len(message) > 120:
+        message = message[:117] + "..."
+    what = f"raised {type(e).__name__}" + (f": {message}" if message else "")
+    code = getattr(fn, "__code__", None)
+    frames = [(frame.f_code, lineno) for frame, lineno in traceback.walk_tb(e.__traceback__)
+              if code is not None and frame.f_code.co_filename == code.co_filename]
+    if not frames:
+        return what + _signature_hint(e, fn)
+    where, lineno = frames[-1]
+    line = linecache.getline(where.co_filename, lineno).strip()
+    return (f"{what} at line {lineno - where.co_firstlineno + 1} of {where.co_name}: "
+            f"`{line}`")
+
+
+def _signature_hint(e: BaseException, fn: LoopFn) -> str:
+    if isinstance(e, TypeError):
+        try:
+            inspect.signature(fn).bind(None, TASK, {}, max_steps=1, token_budget=1)
+        except TypeError:
+            return ("; write it as def my_loop(model, task, tools, *, max_steps, "
+                    "token_budget)")
+    return ""
