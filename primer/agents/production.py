@@ -296,8 +296,11 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
     :class:`ToolTimeout` (``stopped=True``) is raised. ``fn``, its arguments and its result
     must be picklable, and ``fn`` must be importable by name (a module-level function, not a
     lambda or a function defined in a notebook), because the child starts with the ``spawn``
-    method (a clean interpreter, safe with threads). Starting a process costs a fraction of a
-    second, so use this for tools that may hang, not for every call.
+    method (a clean interpreter, safe with threads). As with any ``spawn`` child, a script
+    that calls this must keep its top-level work under ``if __name__ == "__main__":`` (the
+    child re-imports the main module; notebooks and ``python -m`` entry points are fine).
+    Starting a process costs a fraction of a second, so use this for tools that may hang,
+    not for every call.
 
     Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout, and
     :class:`~primer.agents.tools.ToolError` if the process died without answering.
