@@ -29,6 +29,7 @@ on the ``ClaudeLLM``, printed in its ``repr`` or copied into any reply or error 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -232,7 +233,23 @@ def sdk_tools(tools: Any) -> list[Any]:
     For ``client.beta.messages.tool_runner``: each becomes ``anthropic.beta_tool(fn,
     name=..., description=..., input_schema=...)``, so the SDK's runner sees the same
     definitions our loop sends and calls the same functions (with none of our argument
-    validation, timeouts or error wording: that is the point of comparing them).
+    validation, timeouts or error wording: that is the point of comparing them). Results
+    are rendered to text the way our loop renders them.
     """
-    return [anthropic.beta_tool(t.fn, name=t.name, description=t.description,
+    return [anthropic.beta_tool(_as_text(t.fn), name=t.name, description=t.description,
                                 input_schema=t.input_schema) for t in tools]
+
+
+def _as_text(fn: Any) -> Any:
+    """``fn`` returning its result as ``tool_result`` text, as our loop sends it (the SDK
+    takes a string or content blocks; a dict would be sent as a list of its keys)."""
+    from .tools import result_text
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        text, problem = result_text(fn(*args, **kwargs))
+        if problem is not None:
+            raise ValueError(problem)
+        return text
+
+    return call

@@ -112,6 +112,8 @@ class FakeModelServer:
         self.llm = llm
         self.model = model
         self.requests: list[RecordedRequest] = []
+        #: Exceptions the LLM raised while answering (each answered with a 500).
+        self.failures: list[Exception] = []
         self._errors: deque[ScriptedError] = deque()
         self._threads: dict[str, _Thread] = {}
         self._cached_prefixes: set[str] = set()
@@ -182,7 +184,9 @@ class FakeModelServer:
     # ------------------------------------------------------------------ the API
 
     def handle(self, path: str, body: Any) -> tuple[int, dict[str, str], Any]:
-        """Answer one request: ``(status, extra headers, JSON body)``. Never raises."""
+        """Answer one request: ``(status, extra headers, JSON body)``. Never raises: an
+        exception from the LLM (a script that ran out, a policy bug) is kept in
+        :attr:`failures` and answered with a 500 that tells the SDK not to retry."""
         try:
             if not isinstance(body, dict):
                 raise RequestError(400, "The request body must be a JSON object.")
@@ -202,6 +206,10 @@ class FakeModelServer:
             return 200, {}, self._message(body)
         except RequestError as e:
             return e.status, {}, error_body(e.status, e.message, e.details)
+        except Exception as e:  # noqa: BLE001 - a failing script is a 500, never a crash
+            self.failures.append(e)
+            return 500, {"x-should-retry": "false"}, error_body(
+                500, f"the scripted model failed: {type(e).__name__}: {e}")
 
     def _message(self, body: dict[str, Any]) -> dict[str, Any]:
         system, messages, tools, thread = self._prompt(body)
