@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # conda-forge names that differ from the PyPI name of the same distribution.
 CONDA_TO_PYPI = {
     "matplotlib-base": "matplotlib",
+    "python-fastjsonschema": "fastjsonschema",
 }
 # Entries of environment.yml that are the toolchain, not dependencies of the project.
 CONDA_TOOLCHAIN = {"python", "pip"}
