@@ -460,7 +460,9 @@ def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> s
 
 def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
     if len(log) == 1:
-        return f"{t.name} failed: {log[0]['error']}. It was not retried."
+        return (f"{t.name} failed: {log[0]['error']}. It was not retried; it may work if "
+                f"called again later. If it keeps failing, tell the user the service is "
+                f"unavailable.")
     waited = sum(r["delay_s"] or 0.0 for r in log)
     counts = Counter(r["error"] for r in log)  # in order of first appearance
     reasons = "; ".join(f"{error} ×{n}" if n > 1 else error for error, n in counts.items())

@@ -108,8 +108,8 @@ class InventoryAPI:
             self.calls += 1
             n = self.calls
         if self.fail_first is None or n <= self.fail_first:
-            raise RateLimited("check_inventory: the inventory API answered 429 Too Many "
-                              "Requests", self.retry_after_s)
+            raise RateLimited("the inventory API answered 429 Too Many Requests",
+                              self.retry_after_s)
         if sku not in self.stock:
             raise ToolError(f"unknown SKU {sku!r}; SKUs look like 'KB-100' (see the catalogue)")
         return {"sku": sku, "in_stock": self.stock[sku]}
