@@ -46,7 +46,7 @@ class Scenario:
 DEMOS: dict[str, Scenario] = {}
 
 #: Modules of ``primer.scenarios`` that register demos (imported by :func:`all_demos`).
-SCENARIO_MODULES = ["orders", "hr", "burner", "refunds", "inventory"]
+SCENARIO_MODULES = ["orders", "hr", "burner", "refunds", "inventory", "support"]
 
 
 def register(scenario: Scenario) -> Scenario:
