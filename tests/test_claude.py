@@ -315,3 +315,18 @@ def test_demo_claude_runs_the_pto_task_through_claude_llm(monkeypatch, capsys):
     assert first["system"] == pto.system
     assert "stop cause: end_turn" in out.out and "[hr-001]" in out.out
     assert KEY not in out.out + out.err
+
+
+def test_sdk_tools_hand_the_runner_our_definitions_and_text_results():
+    from primer.agents.claude import sdk_tools
+
+    @tool
+    def balance(employee: str) -> dict:
+        """Days of PTO left for an employee."""
+        return {"employee": employee, "days_left": 12}
+
+    (runnable,) = sdk_tools([balance])
+    assert runnable.to_dict()["input_schema"] == balance.input_schema
+    assert runnable.to_dict()["name"] == "balance"
+    assert json.loads(runnable.call({"employee": "alice"})) == {"employee": "alice",
+                                                                "days_left": 12}

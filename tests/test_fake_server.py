@@ -165,3 +165,14 @@ def test_message_json_keeps_the_reply_as_it_was():
 def test_fail_next_refuses_a_status_that_is_not_an_error():
     with pytest.raises(ValueError, match="error status"):
         FakeModelServer(ScriptedLLM([])).fail_next(200)
+
+
+def test_a_failing_script_is_answered_with_a_500_and_kept_for_the_test_to_read():
+    def broken(messages):
+        raise KeyError("no such order")
+
+    with FakeModelServer(ScriptedLLM(broken)) as srv:
+        status, headers, body = post(srv, "/v1/messages", BODY)
+    assert status == 500 and "KeyError" in body["error"]["message"]
+    assert {k.lower(): v for k, v in headers.items()}["x-should-retry"] == "false"
+    assert isinstance(srv.failures[0], KeyError)
