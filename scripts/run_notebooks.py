@@ -2,7 +2,8 @@
 
 Usage: python scripts/run_notebooks.py [notebooks/NN_name.ipynb ...]
 
-With no arguments every notebooks/*.ipynb runs, sorted by name (so by lesson number).
+With no arguments every notebooks/*.ipynb runs, sorted by name (so by lesson number), then
+the reference solutions in notebooks/solutions/.
 Each notebook runs with nbclient on the kernel named ``python3``, resolved to the
 interpreter running this script, with the notebook's own folder as the working directory
 and a 120 s limit per cell. Cells tagged ``nbval-skip`` (those that need a real API key)
@@ -99,9 +100,11 @@ def run_one(path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="default: notebooks/*.ipynb, then notebooks/solutions/*.ipynb")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = args.notebooks or [*sorted((ROOT / "notebooks").glob("*.ipynb")),
+                               *sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))]
     if not paths:
         print("no notebooks to run")
         return 0

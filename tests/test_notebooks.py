@@ -12,10 +12,13 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Lessons, then their reference solutions (notebooks/solutions/), which nbval runs too.
+NOTEBOOKS = [*sorted((ROOT / "notebooks").glob("*.ipynb")),
+             *sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))]
 SKIP_TAG = "nbval-skip"  # cells that need a real API key; `make notebooks` does not run them
 
-pytestmark = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+pytestmark = pytest.mark.parametrize(
+    "path", NOTEBOOKS, ids=[p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS])
 
 
 def read(path: Path) -> nbformat.NotebookNode:

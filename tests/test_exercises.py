@@ -1,0 +1,258 @@
+"""The loop checker: it passes a correct loop, flags each broken one, and never crashes.
+
+The gallery is one loop with a switch per fault: ``make_loop(None)`` is a correct loop,
+``make_loop("ignores_budget")`` the same loop with that one fault. Each fault must fail the
+behaviours it breaks and pass the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from primer.exercises import (
+    BEHAVIOURS,
+    MAX_MODEL_CALLS,
+    REPEAT_THRESHOLD,
+    TIGHT_BUDGET,
+    LoopReport,
+    check_loop,
+    describe_exception,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = [b.name for b in BEHAVIOURS]
+WITH_TOOLS = ["happy path", "wrong argument", "unknown tool", "tool that raises",
+              "two calls in one reply", "model that repeats itself", "model that wanders",
+              "tight budget"]
+
+
+def make_loop(fault: str | None = None):
+    """A correct loop, or the same loop with one named fault."""
+
+    def loop(model, task, tools, *, max_steps, token_budget):
+        messages = [{"role": "user", "content": task}]
+        used, requests = 0, {}
+        steps = max_steps + 1 if fault == "one_step_too_many" else max_steps
+        step = 0
+        while fault == "no_step_limit" or step < steps:
+            step += 1
+            reply = model(messages, tools.definitions)
+            content = reply["content"]
+            if fault == "drops_reply_text":
+                content = [b for b in content if b["type"] == "tool_use"]
+            messages.append({"role": "assistant", "content": content})
+            used += reply["usage"]["input_tokens"] + reply["usage"]["output_tokens"]
+            stop = reply["stop_reason"]
+            text = "\n".join(b["text"] for b in reply["content"] if b["type"] == "text")
+            if stop == "end_turn" or (stop == "refusal" and fault == "refusal_as_answer"):
+                return {"answer": text, "stop_reason": "end_turn"}
+            if stop == "refusal" or (stop == "max_tokens" and fault != "runs_cut_off_tool"):
+                return {"answer": None, "stop_reason": stop}
+            over = used > token_budget and fault != "ignores_budget"
+            if over and fault != "budget_checked_after_tools":
+                return {"answer": None, "stop_reason": "token_budget"}
+            calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+            for call in calls:
+                key = json.dumps([call["name"], call["input"]], sort_keys=True)
+                requests[key] = requests.get(key, 0) + 1
+                if requests[key] >= REPEAT_THRESHOLD and fault != "no_loop_detection":
+                    return {"answer": None, "stop_reason": "loop_detected"}
+            results = [run_tool(tools, call, fault) for call in calls]
+            if fault == "loses_tool_use_ids":
+                results = [{**r, "tool_use_id": f"result_{k}"} for k, r in enumerate(results)]
+            if fault == "results_out_of_order":
+                results.reverse()
+            if fault == "splits_results":
+                messages.extend({"role": "user", "content": [r]} for r in results)
+            else:
+                messages.append({"role": "user", "content": results})
+            if over:
+                return {"answer": None, "stop_reason": "token_budget"}
+        return {"answer": None, "stop_reason": "max_steps"}
+
+    loop.__name__ = f"loop_{fault or 'correct'}"
+    return loop
+
+
+def run_tool(tools, call, fault):
+    """One tool_result for ``call``; every failure becomes an error result (unless a fault)."""
+    name = call["name"]
+    if name not in tools and fault != "crashes_on_unknown_tool":
+        content, is_error = f"Unknown tool {name!r}. Available tools: {', '.join(tools)}.", True
+    elif fault == "tool_errors_crash":
+        content, is_error = json.dumps(tools[name](**call["input"])), False
+    else:
+        fn = tools[name]
+        try:
+            content, is_error = json.dumps(fn(**call["input"])), False
+        except Exception as e:  # noqa: BLE001
+            content, is_error = f"{name} failed: {type(e).__name__}: {e}", True
+    result = {"type": "tool_result", "tool_use_id": call["id"], "content": content}
+    return result if fault == "errors_not_flagged" else {**result, "is_error": is_error}
+
+
+#: fault → the behaviours it must fail (every other behaviour must pass).
+GALLERY = {
+    "runs_cut_off_tool": ["cut-off reply"],
+    "no_step_limit": ["model that wanders"],
+    "one_step_too_many": ["model that wanders"],
+    "splits_results": ["two calls in one reply"],
+    "results_out_of_order": ["two calls in one reply"],
+    "loses_tool_use_ids": WITH_TOOLS,
+    # the failing tool's model writes no text beside its call, so nothing is dropped there
+    "drops_reply_text": [n for n in WITH_TOOLS if n != "tool that raises"],
+    "crashes_on_unknown_tool": ["unknown tool"],
+    "tool_errors_crash": ["wrong argument", "tool that raises", "model that repeats itself",
+                          "model that wanders"],
+    "errors_not_flagged": ["wrong argument", "unknown tool", "tool that raises"],
+    "ignores_budget": ["tight budget"],
+    "budget_checked_after_tools": ["tight budget"],
+    "refusal_as_answer": ["refusal"],
+    "no_loop_detection": ["model that repeats itself"],
+}
+
+
+def check(fn) -> LoopReport:
+    return check_loop(fn, show=False)
+
+
+def test_a_correct_loop_scores_full_marks():
+    report = check(make_loop())
+    assert report.failed == [], str(report)
+    assert report.score == report.total == len(BEHAVIOURS) == 10
+
+
+@pytest.mark.parametrize("fault", sorted(GALLERY))
+def test_each_broken_loop_fails_exactly_the_behaviours_its_fault_breaks(fault):
+    report = check(make_loop(fault))
+    assert report.failed == [n for n in NAMES if n in GALLERY[fault]], str(report)
+
+
+def detail(report: LoopReport, name: str) -> str:
+    return next(r.detail for r in report.results if r.name == name)
+
+
+def test_a_cut_off_reply_whose_tool_ran_is_reported_as_such():
+    report = check(make_loop("runs_cut_off_tool"))
+    assert detail(report, "cut-off reply").startswith("the cut-off reply's tool ran; it must not")
+
+
+def test_split_results_are_reported_as_a_message_that_answers_only_some_calls():
+    text = detail(check(make_loop("splits_results")), "two calls in one reply")
+    assert "answers 1 of its 2 tool calls" in text and "one user message" in text
+
+
+def test_a_loop_without_a_step_limit_is_stopped_and_named():
+    text = detail(check(make_loop("no_step_limit")), "model that wanders")
+    assert f"made {MAX_MODEL_CALLS} model calls" in text and "step limit" in text
+
+
+def test_running_a_tool_past_the_budget_names_the_reply_and_the_tool():
+    text = detail(check(make_loop("budget_checked_after_tools")), "tight budget")
+    assert "reply 2" in text and f"{TIGHT_BUDGET:,}-token budget" in text
+    assert "calculator call still ran" in text
+
+
+def test_an_exception_in_the_loop_is_reported_with_its_line_not_raised():
+    report = check(make_loop("crashes_on_unknown_tool"))
+    text = detail(report, "unknown tool")
+    assert text.startswith("raised KeyError: 'lookup_order' at line ")
+    assert text.endswith("of run_tool: `fn = tools[name]`")
+
+
+def test_the_reported_line_counts_from_the_functions_def():
+    def broken(model, task, tools, *, max_steps, token_budget):
+        model([{"role": "user", "content": task}], tools.definitions)
+        raise ValueError("bad idea")
+
+    assert detail(check(broken), "happy path") == \
+        "raised ValueError: bad idea at line 3 of broken: `raise ValueError(\"bad idea\")`"
+
+
+def test_exception_reports_hide_memory_addresses_and_directories():
+    try:
+        raise RuntimeError(f"{object()} in /home/someone/work/loop.py")
+    except RuntimeError as e:
+        line = describe_exception(e, json.dumps)  # a function with no frame in the traceback
+    assert line == "raised RuntimeError: <object object at 0x…> in loop.py"
+
+
+def test_a_loop_with_the_wrong_signature_gets_a_hint_not_a_crash():
+    def no_keywords(model, task, tools):
+        return {"answer": None, "stop_reason": "max_steps"}
+
+    text = detail(check(no_keywords), "happy path")
+    assert text.startswith("raised TypeError") and "def my_loop(model, task, tools, *" in text
+
+
+@pytest.mark.parametrize("value", [None, "5900", {"answer": "x"},
+                                   {"answer": "x", "stop_reason": "done"},
+                                   {"answer": 5900, "stop_reason": "end_turn"}])
+def test_a_malformed_result_fails_with_what_to_return(value):
+    report = check(lambda model, task, tools, **limits: value)
+    assert report.score == 0
+    assert all(("return a dict" in r.detail or "use one of" in r.detail
+                or "use str or None" in r.detail) for r in report.results)
+
+
+def test_a_loop_that_swallows_every_exception_still_ends():
+    def swallow(model, task, tools, *, max_steps, token_budget):
+        while True:
+            try:
+                model([{"role": "user", "content": task}], tools.definitions)
+            except Exception:  # noqa: BLE001 - the fault under test
+                continue
+
+    report = check(swallow)
+    assert report.score == 0
+    assert detail(report, "refusal").startswith("the model was called again after reply 1")
+    assert "reply 1 and the user message answering it are missing" in \
+        detail(report, "happy path")
+
+
+def test_check_loop_prints_one_line_per_behaviour_and_the_score(capsys):
+    report = check_loop(make_loop("ignores_budget"))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(BEHAVIOURS) + 1
+    assert lines[-1] == f"score: {report.score}/{report.total}" == "score: 9/10"
+    assert [ln.split("  ")[0] for ln in lines[:-1]] == \
+        ["FAIL" if n == "tight budget" else "PASS" for n in NAMES]
+
+
+def test_check_loop_refuses_something_that_is_not_a_function():
+    with pytest.raises(TypeError, match="check_loop needs your loop function"):
+        check_loop("my_loop")
+
+
+def test_the_output_is_the_same_on_every_run():
+    assert str(check(make_loop("splits_results"))) == str(check(make_loop("splits_results")))
+
+
+# ---------------------------------------------------------------- the lesson's own loops
+
+def tagged_source(path: Path, tag: str) -> str:
+    cells = [c for c in nbformat.read(path, as_version=4).cells
+             if tag in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, f"{path.name} needs exactly one cell tagged {tag!r}"
+    return cells[0].source
+
+
+def loop_from(path: Path, tag: str):
+    namespace: dict = {}
+    exec(compile(tagged_source(path, tag), f"<{path.name}>", "exec"), namespace)  # noqa: S102
+    return namespace["my_loop"]
+
+
+def test_the_reference_solution_scores_full_marks():
+    report = check(loop_from(ROOT / "notebooks" / "solutions" / "14_solution.ipynb",
+                             "solution"))
+    assert report.failed == [], str(report)
+
+
+def test_the_lessons_starter_loop_passes_only_the_happy_path():
+    report = check(loop_from(ROOT / "notebooks" / "14_the_interview_rounds.ipynb", "starter"))
+    assert report.failed == NAMES[1:], str(report)
