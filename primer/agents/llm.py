@@ -211,7 +211,9 @@ class ScriptedLLM:
     Usage: ``input_tokens`` = :func:`estimate_tokens` of the system prompt, the tool
     definitions and every message; ``output_tokens`` = the estimate of the reply's content.
     The message estimate is kept incrementally while the caller appends to the same list,
-    so a long run costs no re-scan per call.
+    so a long run costs no re-scan per call. Like a real model it never writes more than
+    ``max_tokens``: a reply whose estimate is larger comes back with ``stop_reason
+    "max_tokens"`` and ``output_tokens == max_tokens`` (its content is kept as scripted).
 
     Raises :class:`ScriptExhausted` when a list script runs out, naming the call.
     """
@@ -263,8 +265,10 @@ class ScriptedLLM:
         if tools is not self._tools_ref:
             self._tools_ref, self._tools_tokens = tools, estimate_tokens(tools)
         prompt = estimate_tokens(system) + self._tools_tokens + self._messages_tokens(messages)
-        usage = Usage(prompt, estimate_tokens(content))
-        return Reply(content, reply.stop_reason, usage, self.model)
+        output, stop_reason = estimate_tokens(content), reply.stop_reason
+        if output > max_tokens:  # a real model stops writing at max_tokens: so does this one
+            output, stop_reason = max_tokens, "max_tokens"
+        return Reply(content, stop_reason, Usage(prompt, output), self.model)
 
 
 def _as_reply(raw: ReplyLike) -> Reply:

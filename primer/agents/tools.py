@@ -34,8 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 import fastjsonschema
-import jsonschema
 import pydantic
+
+from ._fast_imports import import_jsonschema
+
+jsonschema = import_jsonschema()
 
 from .llm import Usage
 from .messages import Block, tool_result_block
