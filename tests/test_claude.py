@@ -330,3 +330,17 @@ def test_sdk_tools_hand_the_runner_our_definitions_and_text_results():
     assert runnable.to_dict()["name"] == "balance"
     assert json.loads(runnable.call({"employee": "alice"})) == {"employee": "alice",
                                                                 "days_left": 12}
+
+
+@pytest.mark.parametrize("name", ["pto", "orders"])
+def test_a_scenario_runs_the_same_offline_and_through_the_sdk(name):
+    from primer.scenarios import get_demo
+
+    demo = get_demo(name)
+    offline = demo.run()
+    with FakeModelServer(demo.make_llm()) as srv:
+        online = demo.run(llm=claude(srv))
+    assert online.stop_cause is offline.stop_cause
+    assert online.final_text == offline.final_text
+    assert [s.usage for s in online.steps] == [s.usage for s in offline.steps]
+    assert online.messages == offline.messages
