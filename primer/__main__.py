@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "bench",
     "approvals",
     "trace", "replay", "eval",
+    "check_loop",
 ]
 
 

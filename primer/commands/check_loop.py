@@ -1,0 +1,65 @@
+"""``python -m primer check-loop FILE[:FUNCTION]``: run the coding round's checker on a file.
+
+Loads ``FUNCTION`` (default ``my_loop``) from the Python file ``FILE`` and runs
+:func:`primer.exercises.check_loop` on it: one line per behaviour and the score. Exit status
+0 on full marks, 1 when a behaviour failed, 2 when the file or function cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+USAGE_ERROR = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``check-loop`` sub-command to ``subparsers``."""
+    p = subparsers.add_parser(
+        "check-loop", help="check your own agent loop against the lesson 14 battery",
+        description="Run your loop function against scripted models that misbehave, and "
+                    "print what passed and what did not.")
+    p.add_argument("target", metavar="FILE[:FUNCTION]",
+                   help="a Python file and the loop function in it (default my_loop)")
+    p.set_defaults(func=run)
+
+
+def load_function(target: str) -> Any:
+    """The function named in ``FILE[:FUNCTION]``; ``ValueError`` saying what is missing."""
+    file, name = target, "my_loop"
+    if ":" in target and not Path(target).exists():
+        file, name = target.rsplit(":", 1)
+    path = Path(file)
+    if not path.is_file():
+        raise ValueError(f"no file {file!r}; give the path of the .py file holding your loop")
+    spec = importlib.util.spec_from_file_location(f"_learner_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {file!r} as Python; is it a .py file?")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the learner's file failing to import is reported
+        raise ValueError(f"{path.name} failed to import: {type(e).__name__}: {e}") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(n for n, v in vars(module).items()
+                       if callable(v) and getattr(v, "__module__", None) == module.__name__)
+        raise ValueError(f"{path.name} has no function {name!r}; functions in it: "
+                         f"{', '.join(found) or '(none)'}. Use FILE:FUNCTION to pick one.")
+    return fn
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the loop; returns the exit code."""
+    try:
+        fn = load_function(args.target)
+    except ValueError as e:
+        print(f"check-loop: {e}", file=sys.stderr)
+        return USAGE_ERROR
+    from primer.exercises import check_loop  # imports the order scenario: only when used
+
+    report = check_loop(fn)
+    return 0 if report.score == report.total else 1

@@ -1,0 +1,49 @@
+"""``python -m primer check-loop``: the coding round's checker on a learner's own file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from primer.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cell(notebook: str, tag: str) -> str:
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    return next(c.source for c in nb.cells if tag in c.get("metadata", {}).get("tags", []))
+
+
+def test_the_reference_solution_in_a_file_exits_0_with_full_marks(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.write_text(cell("solutions/14_solution.ipynb", "solution"))
+    assert main(["check-loop", str(loop)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "score: 10/10"
+
+
+def test_the_starter_exits_1_and_names_the_crashing_line_from_its_def(tmp_path, capsys):
+    loop = tmp_path / "starter.py"
+    loop.write_text("# my first try\n\n" + cell("14_the_interview_rounds.ipynb", "starter")
+                    .replace("def my_loop", "def first_try"))
+    assert main(["check-loop", f"{loop}:first_try"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "score: 1/10"
+    assert "KeyError: 'lookup_order' at line 10 of first_try: `output = tools[" in out
+    assert str(tmp_path) not in out
+
+
+@pytest.mark.parametrize("write, target, message", [
+    (None, "missing.py", "no file"),
+    ("def other(): pass\n", "loop.py", "has no function 'my_loop'; functions in it: other"),
+    ("import nonexistent_module_xyz\n", "loop.py", "failed to import: ModuleNotFoundError"),
+])
+def test_a_file_that_cannot_be_loaded_exits_2_saying_why(tmp_path, capsys, write, target,
+                                                          message):
+    if write is not None:
+        (tmp_path / target).write_text(write)
+    assert main(["check-loop", str(tmp_path / target)]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
