@@ -6,8 +6,10 @@ With no arguments every notebooks/*.ipynb runs, sorted by name (so by lesson num
 the reference solutions in notebooks/solutions/.
 Each notebook runs with nbclient on the kernel named ``python3``, resolved to the
 interpreter running this script, with the notebook's own folder as the working directory
-and a 120 s limit per cell. Cells tagged ``nbval-skip`` (those that need a real API key)
-are not executed; their execution count is cleared and their outputs are left as they are.
+and a 120 s limit per cell. The kernel runs offline by default: API keys
+(``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``) are removed from its environment, so cells tagged
+``nbval-skip`` (those that use a real key) run too and record what a learner without a key
+sees; nbval then skips them.
 Widget state is stripped from the metadata, the kernelspec is set to ``python3``, and the
 notebook is written back with nbformat. One line per notebook reports its wall time.
 
@@ -33,7 +35,8 @@ from traitlets import default
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_NAME = "python3"
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Python 3 (ipykernel)", "language": "python"}
-SKIP_TAG = "nbval-skip"
+#: Environment variables removed before the kernels start, so lessons run offline.
+OFFLINE_UNSET = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 CELL_TIMEOUT_S = 120
 
 
@@ -69,7 +72,6 @@ def run_one(path: Path) -> bool:
         timeout=CELL_TIMEOUT_S,
         kernel_name=KERNEL_NAME,
         record_timing=False,
-        skip_cells_with_tag=SKIP_TAG,
         resources={"metadata": {"path": str(path.resolve().parent)}},
     )
     start = time.perf_counter()
@@ -82,9 +84,6 @@ def run_one(path: Path) -> bool:
         return False
     elapsed = time.perf_counter() - start
 
-    for cell in nb.cells:
-        if cell.cell_type == "code" and SKIP_TAG in cell.get("metadata", {}).get("tags", []):
-            cell.execution_count = None
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nbformat.validate(nb)
@@ -109,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no notebooks to run")
         return 0
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    for key in OFFLINE_UNSET:
+        os.environ.pop(key, None)
     results = [run_one(Path(p)) for p in paths]
     return 0 if all(results) else 1
 
