@@ -603,6 +603,7 @@ class Panel:
     ``explorer`` (through ``convert`` when given) and re-renders ``output`` (an
     ``ipywidgets.HTML``). :meth:`set` changes several controls and re-runs once. A setting
     the explorer refuses is shown as a message in the output, never as a traceback.
+    ``initial`` holds the controls' first values (:meth:`reset` restores them).
     """
 
     def __init__(self, explorer: Any, controls: dict[str, Any],
@@ -618,6 +619,7 @@ class Panel:
         self.output = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.output.add_class("primer-explorer-output")
         self._holding = False
+        self.initial = {name: control.value for name, control in controls.items()}
         names = list(controls)
         per_col = -(-len(names) // columns)
         cols = [widgets.VBox([controls[n] for n in names[i:i + per_col]])
@@ -661,6 +663,10 @@ class Panel:
             self._holding = False
         self.refresh()
         return self.explorer
+
+    def reset(self) -> Any:
+        """Put every control back to the value it had when the panel was built; re-run once."""
+        return self.set(**self.initial)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

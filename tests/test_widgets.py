@@ -233,3 +233,13 @@ def test_compounding_is_the_per_step_success_to_the_power_of_the_steps():
     assert panel.explorer.run() == pytest.approx(0.9 ** 7)
     assert panel.explorer.curve() == pytest.approx([0.9 ** k for k in range(1, 8)])
     assert f"{0.9 ** 7:.1%}" in panel.output.value
+
+
+def test_reset_puts_every_control_back_and_reruns():
+    panel = exit_explorer()
+    panel.set(behaviour="refusal", max_steps=2, token_budget=0)
+    assert _shown_cause(panel) == "refusal"
+    panel.reset()
+    assert (panel.explorer.behaviour, panel.explorer.max_steps, panel.explorer.token_budget) == (
+        "recovers", 6, 3_000)
+    assert _shown_cause(panel) == "end_turn"
