@@ -560,9 +560,9 @@ def check_budgets_after_tools(state: RunState) -> Stop | None:
     stop = check_budgets(state, state.steps[-1].reply)
     if stop is not None and stop.cause in (StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET):
         names = ", ".join(sorted(set(spent)))
-        stop.detail = (f"after the tools of call {state.model_calls} ({names}) the run has "
-                       f"used {state.usage.total_tokens:,} tokens and {state.cost_usd:.4f} USD; "
-                       + stop.detail)
+        n = state.model_calls
+        stop.detail = stop.detail.replace(f"call {n} took", f"the tools of call {n} ({names}) "
+                                                            f"took", 1)
     return stop
 
 

@@ -434,3 +434,126 @@ def make_drafter_llm(learns: bool = True) -> ScriptedLLM:
 def make_reviewer_llm() -> ScriptedLLM:
     """The scripted reviewer (:func:`review_draft`)."""
     return ScriptedLLM(_reviewer_policy, name="reviewer model")
+
+
+# ---------------------------------------------------------------- skills (lesson 12)
+
+def _procedure(*steps: str) -> str:
+    return "\n".join(f"{k}. {s}" for k, s in enumerate(steps, start=1))
+
+
+#: Saved procedures for four kinds of ticket (the skills of lesson 12).
+SKILL_TEXTS: dict[str, tuple[str, str]] = {
+    "damaged-items": ("Use for an item that arrived broken, cracked or damaged.", _procedure(
+        "Apologise in one sentence; do not argue about how the damage happened.",
+        "Read policy pol-damaged with get_policy and follow it exactly.",
+        "Ask for one photo of the damage and of the parcel label, if the ticket has none.",
+        "Promise a replacement at no cost; say the customer keeps the damaged item.",
+        "If the same customer reported damage twice in 30 days, hand off to a person.",
+        "Never offer cash compensation; only the replacement or a refund of the item.",
+        "Close with the policy id in brackets and the expected dispatch time.")),
+    "late-delivery": ("Use for a parcel that is late or lost.", _procedure(
+        "Look the order up with get_order to find the dispatch date.",
+        "Read policy pol-shipping with get_policy.",
+        "Under 3 days late: send the tracking link and ask the customer to wait.",
+        "Over 3 days late: offer to re-send the parcel or refund the shipping fee.",
+        "If the carrier marked it delivered, ask the customer to check with neighbours first.",
+        "Never promise a delivery date the carrier has not given.",
+        "Close with the policy id in brackets.")),
+    "refund-status": ("Use when a customer asks where their refund is.", _procedure(
+        "Look the order up with get_order and find the refund approval date.",
+        "Read policy pol-refund with get_policy.",
+        "Within 7 working days of approval: explain the timing and give the date it is due.",
+        "Past 7 working days: apologise and hand off to a person with the order id.",
+        "Never issue a second refund yourself; duplicates are the most common loss.",
+        "Close with the policy id in brackets.")),
+    "account-access": ("Use for login problems and password resets.", _procedure(
+        "Never ask for, or accept, a password or a one-time code in the ticket.",
+        "Read policy pol-account with get_policy.",
+        "Send the Forgot password link steps; mention the link expires after one hour.",
+        "If the customer says their email changed, hand off to a person to verify identity.",
+        "Close with the policy id in brackets.")),
+}
+
+
+def skill_book() -> Any:
+    """A fresh :class:`~primer.agents.skills.SkillBook` of :data:`SKILL_TEXTS`."""
+    from primer.agents.skills import Skill, SkillBook
+
+    return SkillBook(Skill(n, d, text) for n, (d, text) in SKILL_TEXTS.items())
+
+
+def make_skills_llm(load_skill: bool) -> ScriptedLLM:
+    """The support model on ticket T4: with ``load_skill`` it first loads
+    ``damaged-items``; then it reads ``pol-damaged`` and answers (same reply both ways)."""
+    def respond(messages: list[Message]) -> Any:
+        seen = all_observations(messages)
+        if load_skill and not seen:
+            return tool_reply(("load_skill", {"name": "damaged-items"}),
+                              text="Thought: a damaged item; load that procedure first.")
+        if not any(o.name == "get_policy" for o in seen):
+            return tool_reply(("get_policy", {"policy_id": "pol-damaged"}),
+                              text="Thought: the procedure says to read pol-damaged.")
+        return text_reply("We are sorry the mug arrived cracked. Please send a photo; a "
+                          "replacement is on its way at no cost and you keep the damaged one. "
+                          "[pol-damaged]")
+    return ScriptedLLM(respond, name="skills model")
+
+
+# ---------------------------------------------------------------- sub-agent world (lesson 12)
+
+LOG_DAYS = ("2026-03-01", "2026-03-02", "2026-03-03")
+DOUBLE_CHARGE_TASK = "Why was the customer of order A123 charged twice? Check the payment logs."
+LOG_FINDING = ("A123 was charged twice on 2026-03-02: the gateway timed out on the first "
+               "charge and the retry sent a new charge without an idempotency key.")
+
+
+@tool
+def read_payment_log(day: str) -> str:
+    """Read one day of the payment service's log (long). Use it to investigate charges.
+
+    Args:
+        day: the day as YYYY-MM-DD, e.g. "2026-03-02".
+    """
+    if day not in LOG_DAYS:
+        raise ToolError(f"No log for {day!r}; logs exist for {', '.join(LOG_DAYS)}.")
+    lines = [f"{day} 09:{m:02d} charge ok order=B{100 + m} amount=1200 key=idem-{m}"
+             for m in range(30)]
+    if day == "2026-03-02":
+        lines[12] = f"{day} 09:12 charge TIMEOUT order=A123 amount=5900 key=none"
+        lines[13] = f"{day} 09:13 charge ok order=A123 amount=5900 key=none (retry)"
+        lines[14] = f"{day} 09:14 settle order=A123 charges=2 amount=11800"
+    return "\n".join(lines)
+
+
+def _investigator(messages: list[Message]) -> Any:
+    read = [o.input.get("day") for o in all_observations(messages) if o.name == "read_payment_log"]
+    todo = [d for d in LOG_DAYS if d not in read]
+    if todo:
+        return tool_reply(("read_payment_log", {"day": todo[0]}),
+                          text=f"Thought: read the log of {todo[0]}.")
+    return text_reply(LOG_FINDING)
+
+
+def make_investigator_llm() -> ScriptedLLM:
+    """Reads the three days of logs one by one, then reports :data:`LOG_FINDING`. Used both
+    as a single agent and as the child of a sub-agent tool."""
+    return ScriptedLLM(_investigator, name="investigator model")
+
+
+def _delegating_parent(messages: list[Message]) -> Any:
+    seen = all_observations(messages)
+    if not seen:
+        return tool_reply(("investigate", {"task": "Find in the payment logs of "
+                                                   f"{', '.join(LOG_DAYS)} why order A123 "
+                                                   "was charged twice. Report in two lines."}),
+                          text="Thought: hand the log reading to a helper.")
+    result = seen[-1]
+    if result.is_error:
+        return text_reply(f"I could not find out why: {result.content}")
+    return text_reply(f"{result.content} We will refund the second charge.")
+
+
+def make_parent_llm() -> ScriptedLLM:
+    """A parent that delegates the log reading to an ``investigate`` sub-agent tool."""
+    return ScriptedLLM(_delegating_parent, name="parent model")
