@@ -141,6 +141,11 @@ def test_run_in_subprocess_kills_a_call_that_sleeps_forever_and_returns_a_finish
     assert run_in_subprocess(sum, [1, 2, 3], timeout_s=30) == 6
 
 
+def test_a_function_a_child_process_cannot_import_is_refused_with_a_clear_error():
+    with pytest.raises(TypeError, match="top level of an importable module"):
+        run_in_subprocess(lambda: 1, timeout_s=5)
+
+
 def test_a_function_wrapped_to_run_in_a_subprocess_keeps_its_input_schema():
     wrapped = tool(in_subprocess(supplier_eta, timeout_s=5))
     assert wrapped.input_schema == tool(supplier_eta).input_schema

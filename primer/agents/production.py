@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import pickle
 import queue
 import random
 import threading
@@ -302,14 +303,24 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
     Starting a process costs a fraction of a second, so use this for tools that may hang,
     not for every call.
 
-    Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout, and
-    :class:`~primer.agents.tools.ToolError` if the process died without answering.
+    Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout,
+    :class:`~primer.agents.tools.ToolError` if the process died without answering, and
+    ``TypeError`` if ``fn`` or its arguments cannot be sent to the child.
     """
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     process = ctx.Process(target=run_and_send, args=(sender, fn, args, kwargs),
                           daemon=True)
-    process.start()
+    try:
+        process.start()
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        receiver.close()
+        sender.close()
+        raise TypeError(f"run_in_subprocess cannot send {getattr(fn, '__qualname__', fn)!r} "
+                        f"or its arguments to a child process ({e}). Use a function defined "
+                        f"at the top level of an importable module (not a lambda, a nested "
+                        f"function or one defined in a notebook) and picklable "
+                        f"arguments.") from None
     sender.close()
     try:
         if not receiver.poll(timeout_s):
