@@ -142,7 +142,8 @@ def fig_loop_cycle() -> Figure:
     spots = {PHASES[0]: (0.2, 9.6, (3.5, 8.3)), PHASES[1]: (10.3, 9.6, (6.45, 8.2)),
              PHASES[2]: (10.3, 3.0, (6.45, 1.9))}
     for phase, (x, y, source) in spots.items():
-        causes = [c for ch in checks if ch.phase == phase for c in ch.causes]
+        causes = list(dict.fromkeys(c for ch in checks if ch.phase == phase
+                                    for c in ch.causes))
         ax.text(x, y, f"exits {phase}:", fontsize=9, fontweight="bold", color=RED)
         for k, cause in enumerate(causes):
             ax.text(x + 0.15, y - 0.38 * (k + 1), f"→ {cause}", fontsize=8.5, color=RED)
