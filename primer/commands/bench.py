@@ -17,10 +17,17 @@ Three measurements, one printed line each as it finishes:
 3. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB): the message list, the steps
    and the trace the run keeps.
 
-What limits these figures: the overhead includes the tool's argument validation (jsonschema),
-the thread-free single-call path, building the reply and result blocks, the characters/4
-token estimate of each new message and the garbage collector; it excludes any real model
-time. Timer resolution and other processes on the machine add noise: medians of repeats.
+Each overhead figure is given twice: wall-clock µs/step and the process's CPU µs/step. With
+the default config (a 30 s tool timeout) every call is handed to a worker thread and back,
+so the wall figure includes that round trip; a second pair of lines runs with
+``tool_timeout_s=None``, where the call runs in the loop's own thread.
+
+What limits these figures: the overhead includes the tool's argument validation (a compiled
+fastjsonschema check, jsonschema only for rejected input), building the reply and result
+blocks, the characters/4 token estimate of each new message and the garbage collector; it
+excludes any real model time. On a busy machine the wall figures include time spent waiting
+for a CPU (the load average is printed first) and the thread hand-off gets much slower; the
+CPU figures are the steadier measure of the harness's own work. Medians of repeats.
 Fan-out includes thread start-up and the sleep's own overshoot (a few hundred µs per call).
 """
 
