@@ -78,6 +78,9 @@ REPEAT_THRESHOLD = 3
 #: here has no working step limit.
 MAX_MODEL_CALLS = 25
 
+#: Tool calls one run may make before the checker stops it (no behaviour needs 10).
+MAX_TOOL_RUNS = 50
+
 #: The stop reasons a learner's loop may return.
 STOP_REASONS = ("end_turn", "max_tokens", "refusal", "token_budget", "loop_detected",
                 "max_steps")
@@ -274,6 +277,12 @@ def _instrument(name: str, fn: Callable[..., Any], run: Run) -> Callable[..., An
     def recorded(*args: Any, **kwargs: Any) -> Any:
         with run.lock:
             run.tool_runs.append((run.calls, name, dict(kwargs) if not args else args))
+            runaway = len(run.tool_runs) > MAX_TOOL_RUNS
+        if runaway:
+            run.violation = run.violation or (
+                f"the loop ran tools {MAX_TOOL_RUNS} times without stopping (the last was "
+                f"{name}); retrying a failing tool forever is a loop with no limit")
+            raise _CheckStopped(run.violation)
         return fn(*args, **kwargs)
 
     return recorded
@@ -668,8 +677,10 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
     ``fn(model, task, tools, *, max_steps, token_budget) -> {"answer", "stop_reason"}`` (see
     the module docstring). Prints the report when ``show`` is true and returns it. Never
     raises because of ``fn``: an exception in it, a broken message list, a runaway loop or a
-    malformed result is that behaviour's failure. Raises ``TypeError`` only when ``fn`` is
-    not callable.
+    malformed result is that behaviour's failure. A loop that keeps calling the model or the
+    tools is stopped after :data:`MAX_MODEL_CALLS` model calls or :data:`MAX_TOOL_RUNS` tool
+    runs; one that spins without calling either cannot be stopped from here. Raises
+    ``TypeError`` only when ``fn`` is not callable.
     """
     if not callable(fn):
         raise TypeError(f"check_loop needs your loop function, e.g. check_loop(my_loop); "

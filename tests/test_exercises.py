@@ -16,6 +16,7 @@ import pytest
 from primer.exercises import (
     BEHAVIOURS,
     MAX_MODEL_CALLS,
+    MAX_TOOL_RUNS,
     REPEAT_THRESHOLD,
     TIGHT_BUDGET,
     LoopReport,
@@ -212,6 +213,22 @@ def test_a_loop_that_swallows_every_exception_still_ends():
     assert detail(report, "refusal").startswith("the model was called again after reply 1")
     assert "reply 1 and the user message answering it are missing" in \
         detail(report, "happy path")
+
+
+def test_a_loop_that_retries_a_failing_tool_forever_is_stopped_and_named():
+    def retry_forever(model, task, tools, *, max_steps, token_budget):
+        reply = model([{"role": "user", "content": task}], tools.definitions)
+        for block in reply["content"]:
+            fn = tools.get(block.get("name"))
+            while fn is not None:
+                try:
+                    return fn(**block["input"])
+                except Exception:  # noqa: BLE001 - the fault under test
+                    continue
+        return {"answer": None, "stop_reason": reply["stop_reason"]}
+
+    text = detail(check(retry_forever), "tool that raises")
+    assert text.startswith(f"the loop ran tools {MAX_TOOL_RUNS} times without stopping")
 
 
 def test_check_loop_prints_one_line_per_behaviour_and_the_score(capsys):
