@@ -201,6 +201,31 @@ def test_a_rate_limited_read_only_tool_is_retried_after_each_backoff_wait_and_su
     assert [r["delay_s"] for r in execution.attempt_log] == [*clock.slept, None]
 
 
+def test_parallel_calls_draw_their_jitter_from_their_own_ids_however_threads_interleave():
+    refused: set[str] = set()
+
+    @tool
+    def check_stock(sku: str) -> str:
+        """Stock for a SKU; refuses the first request for each SKU with a 429.
+
+        Args:
+            sku: the SKU.
+        """
+        if sku not in refused:
+            refused.add(sku)
+            raise RateLimited()
+        return f"{sku}: 7"
+
+    clock = ManualClock()
+    config = AgentConfig(tool_retries=2, clock=clock, sleep=clock.sleep)
+    llm = ScriptedLLM([tool_reply(("check_stock", {"sku": "KB-100"}, "toolu_a"),
+                                  ("check_stock", {"sku": "MS-100"}, "toolu_b")), "done"])
+    result = run_agent(llm, "stock?", [check_stock], config=config)
+    assert all(not e.is_error and e.attempts == 2 for e in result.executions)
+    expected = {RetryPolicy().delays(1, key=k)[0] for k in ("toolu_a", "toolu_b")}
+    assert set(clock.slept) == expected
+
+
 def test_a_retry_after_header_sets_the_wait_when_it_is_longer():
     api, clock = InventoryAPI(fail_first=1, retry_after_s=30.0), ManualClock()
     runner = ToolRunner(ToolRegistry([api.tool()]), retries=2, sleep=clock.sleep)
