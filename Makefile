@@ -20,7 +20,7 @@ unexport PYTHONHOME
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=60 -p no:cacheprovider
 
-.PHONY: venv lab test lint unit nbval notebooks figures bench clean distclean
+.PHONY: venv lab test lint unit nbval notebooks figures bench clean distclean test-browser
 
 venv: $(STAMP)
 
@@ -70,6 +70,12 @@ notebooks: venv
 
 figures: venv
 	$(BIN)/python -m primer figures
+
+# JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): run
+# lesson 05, move the exit explorer's controls, read the stop cause; screenshots in
+# browser-artifacts/. Stops the server it starts.
+test-browser: venv
+	$(BIN)/python scripts/browser_check.py
 
 bench: venv
 	$(BIN)/python -m primer bench

@@ -680,8 +680,10 @@ def _style() -> dict[str, Any]:
     return {"style": {"description_width": "150px"}, "layout": widgets.Layout(width="360px")}
 
 
-def _off_or(values: Sequence[Any], unit: str = "") -> list[tuple[str, Any]]:
-    return [("off", None)] + [(f"{v:,}{unit}", v) for v in values]
+def _off_or(values: Sequence[Any], current: Any, unit: str = "") -> list[tuple[str, Any]]:
+    # "off" is 0, not None: a Dropdown whose value is None shows no selection at all.
+    choices = sorted({*values, *([current] if current else [])})
+    return [("off", 0)] + [(f"{v:,}{unit}", v) for v in choices]
 
 
 def _zero_is_off(v: Any) -> Any:
@@ -692,8 +694,8 @@ def exit_explorer(explorer: ExitExplorer | None = None) -> Panel:
     """The exit explorer panel (lesson 05): controls for every limit, re-run on each change.
 
     ``panel.controls`` names: behaviour, max_steps, token_budget (slider, 0 = off),
-    budget_check, cost_budget_usd (0 = off), repeat_threshold, wall_clock_s,
-    no_progress_window, context_window, check_answer, corrective_turns.
+    budget_check, cost_budget_usd (0 = off), repeat_threshold, wall_clock_s and
+    no_progress_window (0 = off), context_window, check_answer, corrective_turns.
     """
     import ipywidgets as w
 
@@ -711,15 +713,17 @@ def exit_explorer(explorer: ExitExplorer | None = None) -> Panel:
         "cost_budget_usd": w.FloatSlider(value=e.cost_budget_usd or 0.0, min=0.0, max=0.1,
                                          step=0.005, readout_format=".3f",
                                          description="USD budget (0 off)", **s),
-        "repeat_threshold": w.Dropdown(options=_off_or([2, 3, 4, 5]), value=e.repeat_threshold,
+        "repeat_threshold": w.Dropdown(options=_off_or([2, 3, 4, 5], e.repeat_threshold),
+                                       value=e.repeat_threshold or 0,
                                        description="repeat threshold", **s),
-        "wall_clock_s": w.Dropdown(options=_off_or([30, 60, 120, 300], " s"),
-                                   value=e.wall_clock_s, description="wall clock", **s),
-        "no_progress_window": w.Dropdown(options=_off_or([1, 2, 3, 4, 5]),
-                                         value=e.no_progress_window,
+        "wall_clock_s": w.Dropdown(options=_off_or([30, 60, 120, 300], e.wall_clock_s, " s"),
+                                   value=e.wall_clock_s or 0, description="wall clock", **s),
+        "no_progress_window": w.Dropdown(options=_off_or([1, 2, 3, 4, 5], e.no_progress_window),
+                                         value=e.no_progress_window or 0,
                                          description="no-progress window", **s),
-        "context_window": w.Dropdown(options=[(f"{v:,} tokens", v) for v in
-                                              (200_000, 8_000, 2_000, 1_000)],
+        "context_window": w.Dropdown(options=[(f"{v:,} tokens", v) for v in sorted(
+                                         {200_000, 8_000, 2_000, 1_000, e.context_window},
+                                         reverse=True)],
                                      value=e.context_window, description="context window", **s),
         "check_answer": w.Checkbox(value=e.check_answer, description="answer must be JSON",
                                    **s),
@@ -727,7 +731,9 @@ def exit_explorer(explorer: ExitExplorer | None = None) -> Panel:
                                         description="corrective turns", **s),
     }
     return Panel(e, controls, render_exit,
-                 convert={"token_budget": _zero_is_off, "cost_budget_usd": _zero_is_off})
+                 convert={name: _zero_is_off for name in ("token_budget", "cost_budget_usd",
+                                                          "repeat_threshold", "wall_clock_s",
+                                                          "no_progress_window")})
 
 
 def latency_explorer(explorer: LatencyExplorer | None = None) -> Panel:

@@ -243,3 +243,12 @@ def test_reset_puts_every_control_back_and_reruns():
     assert (panel.explorer.behaviour, panel.explorer.max_steps, panel.explorer.token_budget) == (
         "recovers", 6, 3_000)
     assert _shown_cause(panel) == "end_turn"
+
+
+def test_a_limit_switched_off_shows_off_in_its_dropdown_and_is_none_on_the_explorer():
+    panel = exit_explorer()
+    assert panel.controls["wall_clock_s"].label == "off"
+    assert panel.explorer.wall_clock_s is None
+    panel.set(repeat_threshold=0, behaviour="repeats itself", max_steps=4)
+    assert panel.controls["repeat_threshold"].label == "off"
+    assert panel.explorer.repeat_threshold is None and _shown_cause(panel) == "max_steps"
