@@ -22,6 +22,8 @@ from .trace import (Divergence, ReplayLLM, ReplayResult, Trace, TraceError, Trac
                     load_trace, redact, replay)
 from .evals import (AnswerContains, EvalReport, EvalRow, EvalSummary, EvalTask, StopCauseIs,
                     run_evals, task_from_trace)
+from .hooks import Hooks
+from .tools import ToolOutput
 
 __all__ = [
     "HANDOFF_TOOL_DEF", "HANDOFF_TOOL_NAME", "LLM", "STOP_REASONS", "AgentConfig",
@@ -37,6 +39,7 @@ __all__ = [
     "run_evals", "task_from_trace",
     "ManualClock", "RateLimited", "RetryPolicy", "ToolRunner", "ToolTimeout",
     "TransientToolError", "in_subprocess", "run_in_subprocess",
+    "Hooks", "ToolOutput",
 ]
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
