@@ -718,8 +718,9 @@ def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
                 prompt_estimate, latency, model_retries=failed)
     state.steps.append(step)
     state.append(assistant_message(reply.content))
-    state.emit("model_call", step=step.index, prompt_estimate=prompt_estimate,
-               reply=reply.to_dict(), latency_s=latency)
+    if state.on_event is not None:  # building the event costs a dict per step: skip unread
+        state.emit("model_call", step=step.index, prompt_estimate=prompt_estimate,
+                   reply=reply.to_dict(), latency_s=latency)
     return reply, None
 
 
@@ -789,7 +790,8 @@ def record_executions(state: RunState, executions: list[ToolExecution]) -> None:
             state.usage = state.usage + e.usage
             state.cost_usd += e.cost_usd
         state.recent_errors.append(e.is_error)
-        state.emit("tool_execution", step=step.index, **e.to_dict())
+        if state.on_event is not None:
+            state.emit("tool_execution", step=step.index, **e.to_dict())
     state.append(user_message([e.result_block() for e in executions]))
 
 
