@@ -463,7 +463,7 @@ class Checkpoint:
         tool = runner.registry.get(call["name"])
         d = call["decision"]
         if d is not None and not d["approved"]:
-            note = f" Their note: {d['note']}" if d["note"] else ""
+            note = f" Their note: {d['note'].rstrip('.')}." if d["note"] else ""
             e = ToolExecution(call["tool_use_id"], call["name"], call["input"],
                               f"A person rejected this call to {call['name']}; it did not run."
                               f"{note} Do not retry it; choose another way to help, or "

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 import pickle
 import queue
 import random
@@ -267,6 +268,8 @@ class _DaemonWorkers:
 
 
 _WORKERS = _DaemonWorkers()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's worker threads
+    os.register_at_fork(after_in_child=_WORKERS.__init__)
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:

@@ -27,11 +27,13 @@ ledger write, widening the window in which a process can die mid-call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,8 @@ class RefundLedger:
     request with a key already present pays nothing and returns the first refund. SQLite
     commits are atomic and durable, and it locks the file across processes, so two
     processes issuing with the same key still make one row. ``path`` is created on first use.
+    Each operation opens and closes its own connection, so no connection is ever shared
+    between threads or inherited by a forked process.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -104,8 +108,16 @@ class RefundLedger:
                        " idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL,"
                        " amount_usd REAL NOT NULL, reason TEXT NOT NULL)")
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level="IMMEDIATE")
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction: committed on success, rolled back on error,
+        closed either way."""
+        db = sqlite3.connect(self.path, timeout=30, isolation_level="IMMEDIATE")
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
 
     def issue(self, idempotency_key: str, order_id: str, amount_usd: float,
               reason: str) -> tuple[Refund, bool]:
@@ -123,7 +135,6 @@ class RefundLedger:
             duplicate = cur.rowcount == 0
             row = db.execute("SELECT n, idempotency_key, order_id, amount_usd, reason FROM "
                              "refunds WHERE idempotency_key = ?", (idempotency_key,)).fetchone()
-        db.close()
         return _refund(row), duplicate
 
     def refunds(self, order_id: str | None = None) -> list[Refund]:
@@ -134,7 +145,6 @@ class RefundLedger:
             query, params = query + " WHERE order_id = ?", (order_id,)
         with self._connect() as db:
             rows = db.execute(query + " ORDER BY n", params).fetchall()
-        db.close()
         return [_refund(r) for r in rows]
 
 

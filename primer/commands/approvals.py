@@ -1,0 +1,121 @@
+"""Approvals from the command line: list paused runs, decide, resume.
+
+* ``python -m primer approvals list DIR``: every checkpoint in DIR with its status and each
+  call awaiting a decision (``tool_use`` id, tool, exact arguments, decision so far).
+* ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no [--note TEXT]``: record a
+  person's decision for one call. Nothing runs yet.
+* ``python -m primer resume CHECKPOINT --scenario NAME``: continue the run with the scripted
+  model and tools of demo NAME (see ``python -m primer demo --list``), and print how it ended.
+
+Each can run in a different process, hours apart; the checkpoint file carries the run.
+Exit codes: 0 on success (any stop cause is an outcome, not a failure), 1 when the
+checkpoint is unusable (the message says why; nothing ran), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from primer.agents.checkpoint import CheckpointError, approve, list_checkpoints, reject, resume
+
+#: Exit codes: a checkpoint that cannot be used; a usage error (argparse's convention).
+BAD_CHECKPOINT = 1
+USAGE_ERROR = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add ``approvals``, ``approve`` and ``resume`` to ``subparsers`` (argparse sub-parsers)."""
+    p = subparsers.add_parser("approvals", help="list checkpoints and the calls awaiting approval",
+                              description="Show the checkpoints of paused or finished runs.")
+    sub = p.add_subparsers(dest="approvals_command", metavar="ACTION")
+    ls = sub.add_parser("list", help="list the checkpoints in a directory")
+    ls.add_argument("directory", metavar="DIR", help="the run's checkpoint_dir")
+    ls.set_defaults(func=run_list)
+    p.set_defaults(func=lambda args: _usage(p))
+
+    a = subparsers.add_parser("approve", help="approve or reject one paused tool call",
+                              description="Record a person's decision for one tool call of a "
+                                          "paused run. Nothing runs until `resume`.")
+    a.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.json)")
+    a.add_argument("tool_use_id", metavar="TOOL_USE_ID", help="the call to decide on")
+    yes_no = a.add_mutually_exclusive_group(required=True)
+    yes_no.add_argument("--yes", dest="approved", action="store_true", help="approve the call")
+    yes_no.add_argument("--no", dest="approved", action="store_false", help="reject the call")
+    a.add_argument("--note", default="", help="a note for the record (a rejection's note "
+                                              "reaches the model)")
+    a.set_defaults(func=run_approve)
+
+    r = subparsers.add_parser("resume", help="continue a paused run from its checkpoint",
+                              description="Continue a paused run: approved calls run with the "
+                                          "approved arguments, rejected ones are reported to "
+                                          "the model, undecided ones never run.")
+    r.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.json)")
+    r.add_argument("--scenario", required=True, metavar="NAME",
+                   help="the demo whose scripted model and tools the run uses, e.g. refund")
+    r.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    r.set_defaults(func=run_resume)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return USAGE_ERROR
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """``approvals list DIR``: one block per checkpoint file."""
+    try:
+        infos = list_checkpoints(args.directory)
+    except CheckpointError as e:
+        print(f"approvals list: {e}", file=sys.stderr)
+        return BAD_CHECKPOINT
+    if not infos:
+        print(f"no checkpoints in {args.directory}")
+    for info in infos:
+        print(info.describe())
+    return 0
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    """``approve CHECKPOINT TOOL_USE_ID --yes|--no``: record the decision and say what it was."""
+    decide = approve if args.approved else reject
+    try:
+        call = decide(args.checkpoint, args.tool_use_id, note=args.note)
+    except CheckpointError as e:
+        print(f"approve: {e}", file=sys.stderr)
+        return BAD_CHECKPOINT
+    verdict = "approved" if call["decision"]["approved"] else "rejected"
+    arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
+    print(f"{verdict} {call['tool_use_id']}: {call['name']}({arguments})"
+          + (f" - note: {call['decision']['note']}" if call["decision"]["note"] else ""))
+    print(f"run `python -m primer resume {args.checkpoint} --scenario NAME` to continue")
+    return 0
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    """``resume CHECKPOINT --scenario NAME``: continue the run and print how it ended."""
+    from primer.scenarios import get_demo
+
+    try:
+        scenario = get_demo(args.scenario)
+    except KeyError as e:
+        print(f"resume: {e.args[0]}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        result = resume(args.checkpoint, scenario.make_llm(), scenario.make_tools())
+    except CheckpointError as e:
+        print(f"resume: {e}", file=sys.stderr)
+        return BAD_CHECKPOINT
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
+        return 0
+    print(f"stop cause: {result.stop_cause.value}")
+    print(result.summary)
+    if result.final_text is not None:
+        print(f"answer: {result.final_text}")
+    for block in result.pending:
+        print(f"awaiting approval: {block['id']} {block['name']}"
+              f"({json.dumps(block['input'], ensure_ascii=False, sort_keys=True)})")
+    return 0

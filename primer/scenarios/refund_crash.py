@@ -1,0 +1,189 @@
+"""The crash test of approve-and-resume: kill the process at random moments, count refunds.
+
+Each trial starts the ``refund`` demo with a checkpoint directory and a fresh ledger; the
+run pauses before ``issue_refund``. A forked child process then approves the call and
+resumes the run, and the parent kills it with ``SIGKILL`` after a random (seeded) delay
+spread over the child's whole run. Then the parent does what a person would do the next
+morning: approves again (a no-op if the decision was already recorded) and resumes to the
+end. It counts the refunds in the ledger: exactly one is right; two is a double refund,
+none a lost approval. It also reads the checkpoint right after the kill to record where the
+kill landed (before the decision, inside the refund call, after it, ...).
+
+``$PRIMER_REFUND_DELAY_S`` is set for the child, so ``issue_refund`` waits a little before
+and after its ledger write and kills land inside that risky window too.
+
+Run it: ``python -m primer.scenarios.refund_crash --kill-points 200 --seed 8``. POSIX only
+(``os.fork``). Used by ``tests/test_refund_crash.py`` and lesson 08.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from primer.agents.checkpoint import CheckpointError, approve, read_checkpoint, resume
+
+from . import get_demo
+from .refunds import DELAY_ENV, LEDGER_ENV, RefundLedger
+
+#: Unkilled trials run first; the median of their durations (seconds) sets the kill window.
+WARMUPS = 3
+
+#: Where a kill can land, in run order (read from the checkpoint and ledger after the kill).
+PHASES = ("before the decision", "approved, refund not started",
+          "refund started, not in the ledger", "refund in the ledger, not recorded",
+          "refund recorded, run not finished", "run finished")
+
+
+@dataclass
+class CrashReport:
+    """The figures of a crash test.
+
+    ``kill_points``: trials run; ``killed``: trials whose child was still running when the
+    kill came (the rest had finished); ``double_refunds``: trials that ended with two or more
+    refunds for the order; ``lost_approvals``: trials that ended with none;
+    ``unreadable``: trials whose checkpoint could not be read after the kill (a torn write);
+    ``phases``: how many kills landed in each phase of :data:`PHASES`; ``errors``: the
+    messages of unreadable checkpoints.
+    """
+
+    kill_points: int = 0
+    killed: int = 0
+    double_refunds: int = 0
+    lost_approvals: int = 0
+    unreadable: int = 0
+    phases: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def _phase(checkpoint: Path, ledger: RefundLedger, order_id: str) -> str:
+    data = read_checkpoint(checkpoint)
+    if data["status"] == "finished":
+        return PHASES[5]
+    call = next((c for c in data["calls"] if c["name"] == "issue_refund"), None)
+    if call is None:
+        return PHASES[4]
+    if call["decision"] is None:
+        return PHASES[0]
+    if call["state"] == "waiting":
+        return PHASES[1]
+    if call["state"] == "done":
+        return PHASES[4]
+    return PHASES[3] if ledger.refunds(order_id) else PHASES[2]
+
+
+def _child(checkpoint: Path, tool_use_id: str) -> None:
+    """Approve and resume, then exit without running any parent clean-up."""
+    code = 0
+    try:
+        scenario = get_demo("refund")
+        approve(checkpoint, tool_use_id, note="crash test")
+        resume(checkpoint, scenario.make_llm(), scenario.make_tools())
+    except BaseException:  # noqa: BLE001 - the parent counts the outcome from the ledger
+        code = 1
+    os._exit(code)
+
+
+def _fork_child(checkpoint: Path, tool_use_id: str) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _child(checkpoint, tool_use_id)
+    return pid
+
+
+def run_trials(kill_points: int, seed: int, workdir: str | Path,
+               delay_s: float = 0.004) -> CrashReport:
+    """Run ``kill_points`` trials in ``workdir`` (one sub-directory each); returns the figures.
+
+    ``seed`` fixes the kill delays. ``delay_s`` (seconds) is the refund tool's wait before and
+    after its ledger write. Raises ``OSError`` where ``os.fork`` is unavailable.
+    """
+    if not hasattr(os, "fork"):
+        raise OSError("the crash test needs os.fork (Linux or macOS)")
+    rng = random.Random(seed)
+    scenario = get_demo("refund")
+    order_id = "R-1001"
+    report = CrashReport()
+    phases: Counter[str] = Counter()
+    old_env = {k: os.environ.get(k) for k in (LEDGER_ENV, DELAY_ENV)}
+    os.environ[DELAY_ENV] = str(delay_s)
+    warmups: list[float] = []
+    try:
+        # One paused run; each trial starts from a copy of its checkpoint.
+        os.environ[LEDGER_ENV] = str(Path(workdir) / "template-ledger.sqlite")
+        paused = scenario.run(checkpoint_dir=str(Path(workdir) / "template"))
+        tool_use_id = paused.pending[0]["id"]
+        for i in range(kill_points + WARMUPS):  # warm-up trials time an unkilled child
+            trial = Path(workdir) / f"trial-{i:03d}"
+            trial.mkdir(parents=True)
+            os.environ[LEDGER_ENV] = str(trial / "ledger.sqlite")
+            ledger = RefundLedger(trial / "ledger.sqlite")
+            checkpoint = trial / "run-001.json"
+            shutil.copyfile(paused.checkpoint or "", checkpoint)
+            start = time.perf_counter()
+            pid = _fork_child(checkpoint, tool_use_id)
+            if len(warmups) < WARMUPS:
+                os.waitpid(pid, 0)
+                warmups.append(time.perf_counter() - start)
+                continue
+            time.sleep(rng.uniform(0, 1.1 * sorted(warmups)[WARMUPS // 2]))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            report.kill_points += 1
+            report.killed += os.WIFSIGNALED(status)
+            try:
+                phase = _phase(checkpoint, ledger, order_id)
+                phases[phase] += 1
+                if phase == PHASES[0]:  # the person approves again if the yes was lost
+                    approve(checkpoint, tool_use_id, note="final resume")
+                resume(checkpoint, scenario.make_llm(), scenario.make_tools())
+            except CheckpointError as e:
+                report.unreadable += 1
+                report.errors.append(str(e))
+            paid = len(ledger.refunds(order_id))
+            report.double_refunds += paid > 1
+            report.lost_approvals += paid == 0
+    finally:
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    report.phases = {p: phases[p] for p in PHASES}
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run the trials in a temporary directory and print the report as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kill-points", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--delay-s", type=float, default=0.004)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="refund-crash-") as d:
+        report = run_trials(args.kill_points, args.seed, d, args.delay_s)
+    print(json.dumps(report.to_dict()))
+    return 0 if report.double_refunds == report.lost_approvals == report.unreadable == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
