@@ -664,9 +664,9 @@ class Panel:
         self.refresh()
         return self.explorer
 
-    def reset(self) -> Any:
+    def reset(self) -> None:
         """Put every control back to the value it had when the panel was built; re-run once."""
-        return self.set(**self.initial)
+        self.set(**self.initial)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
