@@ -1,0 +1,40 @@
+"""The browser check's expectations agree with the exit explorer, and CI runs it after the
+unit and notebook tests. (The browser itself runs in `make test-browser`, not here.)"""
+
+import importlib.util
+from pathlib import Path
+
+from primer.widgets import exit_explorer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _browser_check():
+    spec = importlib.util.spec_from_file_location("browser_check",
+                                                  ROOT / "scripts" / "browser_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_stop_causes_the_browser_expects_are_what_the_panel_shows_headless():
+    expected = [cause for _, cause in _browser_check().EXPECTED]
+    panel = exit_explorer()
+    shown = [panel.explorer.stop_cause.value]
+    panel.controls["behaviour"].value = "wanders"
+    shown.append(panel.explorer.stop_cause.value)
+    panel.controls["max_steps"].value = 3
+    shown.append(panel.explorer.stop_cause.value)
+    assert shown == expected
+    assert len(set(shown)) == 3  # each browser step changes what the page shows
+
+
+def test_a_free_port_is_a_usable_localhost_port():
+    assert 0 < _browser_check().free_port() < 65536
+
+
+def test_ci_runs_the_browser_check_after_make_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test\n" in ci and "make test-browser" in ci
+    assert ci.index("make test\n") < ci.index("make test-browser")
+    assert "test-browser:" in (ROOT / "Makefile").read_text()
