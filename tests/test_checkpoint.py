@@ -1,0 +1,412 @@
+"""Checkpoints: the approval gate, decisions, resume, crash records and bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from primer.agents import AgentConfig, Reply, ScriptedLLM, StopCause, run_agent, tool
+from primer.agents import checkpoint as ck
+from primer.agents.checkpoint import (
+    FORMAT_VERSION,
+    CheckpointError,
+    approve,
+    input_sha256,
+    list_checkpoints,
+    read_checkpoint,
+    reject,
+    resume,
+    write_json_atomic,
+)
+from primer.agents.messages import text_block, tool_use_block
+from primer.agents.tools import idempotency_key
+
+PAY = {"to": "ACME", "amount": 70}
+
+
+class World:
+    """A payment tool (gated, keyed), a read-only balance tool, and call counters."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.paid: dict[str, dict] = {}  # idempotency key -> payment (the world dedupes)
+        self.keys: list[str] = []
+
+        @tool(side_effecting=True, needs_approval=True)
+        def pay(to: str, amount: int, idempotency_key: str) -> str:
+            """Pay a supplier.
+
+            Args:
+              to: supplier name.
+              amount: USD.
+            """
+            self.calls["pay"] += 1
+            self.keys.append(idempotency_key)
+            self.paid.setdefault(idempotency_key, {"to": to, "amount": amount})
+            return f"paid {amount} to {to}"
+
+        @tool
+        def balance(account: str) -> str:
+            """Read an account's balance.
+
+            Args:
+              account: the account name.
+            """
+            self.calls["balance"] += 1
+            return "balance 100"
+
+        @tool(side_effecting=True)
+        def notify(text: str) -> str:
+            """Send a notice (side effect, no approval, no idempotency key).
+
+            Args:
+              text: the notice.
+            """
+            self.calls["notify"] += 1
+            return "sent"
+
+        self.tools = [pay, balance, notify]
+
+
+def payer(messages: list[dict]) -> Reply:
+    """Asks for balance + pay in one reply, then answers from the pay result."""
+    last = messages[-1]["content"]
+    if isinstance(last, str):
+        return Reply([text_block("Checking and paying."),
+                      tool_use_block("toolu_bal", "balance", {"account": "ops"}),
+                      tool_use_block("toolu_pay", "pay", dict(PAY))], "tool_use")
+    results = {b["tool_use_id"]: b for b in last}
+    pay = results["toolu_pay"]
+    if pay["is_error"]:
+        return Reply([text_block(f"Not paid: {pay['content']}")], "end_turn")
+    return Reply([text_block(f"Done: {pay['content']}")], "end_turn")
+
+
+def start(world: World, tmp_path: Path, **config):
+    cfg = AgentConfig(checkpoint_dir=str(tmp_path), **config)
+    return run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools, config=cfg)
+
+
+def test_a_gated_tool_never_runs_when_requested_and_the_run_pauses_with_a_checkpoint(tmp_path):
+    world = World()
+    result = start(world, tmp_path)
+    assert result.stop_cause is StopCause.AWAITING_APPROVAL
+    assert world.calls["pay"] == 0
+    assert [b["id"] for b in result.pending] == ["toolu_pay"]
+    assert Path(result.checkpoint) == tmp_path / "run-001.json"
+    data = read_checkpoint(result.checkpoint)
+    assert data["version"] == FORMAT_VERSION and data["status"] == "awaiting_approval"
+    pay = next(c for c in data["calls"] if c["tool_use_id"] == "toolu_pay")
+    assert (pay["name"], pay["input"], pay["state"], pay["decision"]) == ("pay", PAY,
+                                                                        "waiting", None)
+    assert data["messages"] == result.messages
+    assert data["usage"] == result.usage.to_dict() and data["cost_usd"] == result.cost_usd
+    assert sum(data["repeat_counts"].values()) == 2  # both calls were counted once
+    assert AgentConfig.from_dict(data["config"]).checkpoint_dir == str(tmp_path)
+
+
+def test_calls_needing_no_approval_run_before_the_pause_and_only_once(tmp_path):
+    world = World()
+    result = start(world, tmp_path)
+    bal = next(c for c in read_checkpoint(result.checkpoint)["calls"]
+               if c["name"] == "balance")
+    assert (bal["state"], bal["result"]["content"]) == ("done", "balance 100")
+    approve(result.checkpoint, "toolu_pay")
+    resume(result.checkpoint, ScriptedLLM(payer), world.tools)
+    assert world.calls["balance"] == 1
+
+
+def test_without_a_checkpoint_dir_a_pause_keeps_pending_runs_nothing_and_writes_no_file(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    world = World()
+    result = run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools)
+    assert result.stop_cause is StopCause.AWAITING_APPROVAL
+    assert [b["id"] for b in result.pending] == ["toolu_bal", "toolu_pay"]
+    assert result.checkpoint is None and not world.calls and not list(tmp_path.iterdir())
+
+
+def test_an_approved_call_runs_once_with_the_approved_arguments_and_its_key(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay", note="invoice 7 checked")
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert result.stop_cause is StopCause.END_TURN
+    assert result.final_text == "Done: paid 70 to ACME"
+    assert world.calls["pay"] == 1
+    assert world.keys == [idempotency_key("toolu_pay")]
+    assert list(world.paid.values()) == [PAY]
+    assert read_checkpoint(paused.checkpoint)["status"] == "finished"
+
+
+def test_a_rejected_call_never_runs_and_the_model_reads_the_rejection_with_its_note(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    reject(paused.checkpoint, "toolu_pay", note="supplier is on hold")
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 0
+    assert result.stop_cause is StopCause.END_TURN
+    assert "A person rejected this call to pay" in result.final_text
+    assert "supplier is on hold" in result.final_text
+    rejected = next(e for e in result.executions if e.name == "pay")
+    assert (rejected.is_error, rejected.error_kind) == (True, "rejected")
+
+
+def test_an_undecided_call_never_runs_and_resume_stays_paused(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    before = Path(paused.checkpoint).read_text()
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert result.stop_cause is StopCause.AWAITING_APPROVAL
+    assert "no decision yet for toolu_pay" in result.stop_detail
+    assert [b["id"] for b in result.pending] == ["toolu_pay"]
+    assert world.calls["pay"] == 0
+    assert json.loads(Path(paused.checkpoint).read_text())["calls"] == json.loads(before)["calls"]
+
+
+def test_resuming_a_finished_checkpoint_twice_runs_nothing_twice(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    first = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    model = ScriptedLLM(payer)
+    second = resume(paused.checkpoint, model, world.tools)
+    assert world.calls == Counter({"pay": 1, "balance": 1})
+    assert model.calls == 0
+    assert (second.stop_cause, second.final_text) == (first.stop_cause, first.final_text)
+
+
+def test_a_stale_copy_of_an_approved_checkpoint_resends_the_same_key_so_the_world_dedupes(
+        tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    stale = tmp_path / "copy.json"
+    stale.write_bytes(Path(paused.checkpoint).read_bytes())
+    resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    resume(stale, ScriptedLLM(payer), world.tools)
+    assert world.keys == [idempotency_key("toolu_pay")] * 2
+    assert len(world.paid) == 1
+
+
+def rewrite(path: str | Path, edit) -> None:
+    """Change a checkpoint as the library would (digest recomputed): a simulated crash."""
+    data = json.loads(Path(path).read_text())
+    edit(data)
+    data["digest"] = ck._digest(data)
+    write_json_atomic(path, data)
+
+
+def started_not_done(data: dict) -> None:
+    for c in data["calls"]:
+        if c["tool_use_id"] == "toolu_pay":
+            c["state"], c["idempotency_key"] = "started", idempotency_key("toolu_pay")
+
+
+def test_a_side_effecting_call_is_recorded_as_started_with_its_key_before_it_runs(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    seen = []
+    original = world.tools[0].fn
+
+    def spy(**kwargs):
+        call = next(c for c in read_checkpoint(paused.checkpoint)["calls"]
+                    if c["tool_use_id"] == "toolu_pay")
+        seen.append((call["state"], call["idempotency_key"]))
+        return original(**kwargs)
+
+    world.tools[0].fn = spy
+    resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert seen == [("started", idempotency_key("toolu_pay"))]
+
+
+def test_a_call_that_started_but_has_no_result_is_rerun_with_the_same_key(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    world.paid[idempotency_key("toolu_pay")] = dict(PAY)  # it did pay before the crash
+    rewrite(paused.checkpoint, started_not_done)
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert world.keys == [idempotency_key("toolu_pay")]
+    assert len(world.paid) == 1 and result.stop_cause is StopCause.END_TURN
+
+
+def test_a_started_side_effect_without_an_idempotency_key_is_not_rerun_blind(tmp_path):
+    world = World()
+
+    def notifier(messages):
+        if isinstance(messages[-1]["content"], str):
+            return Reply([tool_use_block("toolu_n", "notify", {"text": "hi"}),
+                          tool_use_block("toolu_pay", "pay", dict(PAY))], "tool_use")
+        return Reply([text_block(json.dumps(messages[-1]["content"]))], "end_turn")
+
+    cfg = AgentConfig(checkpoint_dir=str(tmp_path))
+    paused = run_agent(ScriptedLLM(notifier), "Notify and pay.", world.tools, config=cfg)
+    assert world.calls["notify"] == 1
+
+    def notify_started(data):
+        n = next(c for c in data["calls"] if c["name"] == "notify")
+        n.update(state="started", result=None, idempotency_key=idempotency_key("toolu_n"))
+
+    rewrite(paused.checkpoint, notify_started)
+    approve(paused.checkpoint, "toolu_pay")
+    result = resume(paused.checkpoint, ScriptedLLM(notifier), world.tools)
+    assert world.calls["notify"] == 1
+    unknown = next(e for e in result.executions if e.name == "notify")
+    assert unknown.error_kind == "unknown_outcome" and "Check the current state" in unknown.content
+
+
+def test_every_reply_with_a_side_effect_is_checkpointed_around_the_call(tmp_path):
+    world = World()
+    states = []
+    original = world.tools[2].fn
+
+    def spy(**kwargs):
+        data = read_checkpoint(tmp_path / "run-001.json")
+        states.append([(c["name"], c["state"]) for c in data["calls"]])
+        return original(**kwargs)
+
+    world.tools[2].fn = spy
+    script = [Reply([tool_use_block("toolu_n", "notify", {"text": "hi"})], "tool_use"),
+              Reply([text_block("ok")], "end_turn")]
+    cfg = AgentConfig(checkpoint_dir=str(tmp_path))
+    result = run_agent(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
+    assert states == [[("notify", "started")]]
+    assert read_checkpoint(result.checkpoint)["status"] == "finished"
+
+
+def test_a_decision_is_keyed_by_tool_use_id_and_an_unknown_id_is_a_clear_error(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    with pytest.raises(CheckpointError, match=r"no call with tool_use_id 'toolu_nope'.*"
+                                              r"toolu_pay \(pay\)"):
+        approve(paused.checkpoint, "toolu_nope")
+    with pytest.raises(CheckpointError, match="toolu_bal"):
+        approve(paused.checkpoint, "toolu_bal")  # needs no approval: not decidable
+
+
+def test_approving_twice_is_a_no_op_and_a_decision_cannot_be_reversed(tmp_path):
+    paused = start(World(), tmp_path)
+    approve(paused.checkpoint, "toolu_pay", note="ok")
+    assert approve(paused.checkpoint, "toolu_pay")["decision"]["note"] == "ok"
+    with pytest.raises(CheckpointError, match="already approved; a decision cannot be changed"):
+        reject(paused.checkpoint, "toolu_pay")
+
+
+def test_the_decision_stores_a_hash_of_the_exact_input_the_person_saw(tmp_path):
+    paused = start(World(), tmp_path)
+    call = approve(paused.checkpoint, "toolu_pay")
+    assert call["decision"]["input_sha256"] == input_sha256(PAY)
+
+
+# ---------------------------------------------------------------- crash-safe writes
+
+
+def test_a_crash_during_a_write_leaves_the_old_file_whole_and_no_temporary_file(
+        tmp_path, monkeypatch):
+    paused = start(World(), tmp_path)
+    before = Path(paused.checkpoint).read_bytes()
+
+    def crash(*_):
+        raise OSError("disk pulled")
+
+    monkeypatch.setattr(ck.os, "replace", crash)
+    with pytest.raises(OSError, match="disk pulled"):
+        approve(paused.checkpoint, "toolu_pay")
+    assert Path(paused.checkpoint).read_bytes() == before
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".run-001.json.lock", "run-001.json"]
+
+
+def test_each_run_gets_its_own_checkpoint_file(tmp_path):
+    first, second = start(World(), tmp_path), start(World(), tmp_path)
+    assert [Path(r.checkpoint).name for r in (first, second)] == ["run-001.json", "run-002.json"]
+
+
+# ---------------------------------------------------------------- bad input: nothing runs
+
+
+def paused_file(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    return world, Path(paused.checkpoint)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda t: t[: len(t) // 2], "not valid JSON .*truncated or corrupt"),
+    (lambda t: "\x00garbage" + t, "not valid JSON"),
+    (lambda t: t.replace('"amount": 70', '"amount": 7000'), "edited by hand or damaged"),
+    (lambda t: "[]", "not a primer checkpoint"),
+], ids=["truncated", "corrupt", "hand-edited", "not-a-checkpoint"])
+def test_a_damaged_checkpoint_is_a_clear_error_and_nothing_runs(tmp_path, damage, message):
+    world, path = paused_file(tmp_path)
+    path.write_text(damage(path.read_text()))
+    with pytest.raises(CheckpointError, match=message):
+        resume(path, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 0
+
+
+def test_swapped_arguments_after_approval_are_refused_even_with_a_fresh_digest(tmp_path):
+    world, path = paused_file(tmp_path)
+
+    def swap(data):
+        for m in data["messages"]:
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b.get("id") == "toolu_pay":
+                    b["input"]["amount"] = 7000
+        next(c for c in data["calls"] if c["tool_use_id"] == "toolu_pay")["input"]["amount"] = 7000
+
+    rewrite(path, swap)
+    with pytest.raises(CheckpointError, match="not the input the person approved"):
+        resume(path, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 0
+
+
+def test_a_checkpoint_from_a_newer_format_version_is_refused_by_name(tmp_path):
+    world, path = paused_file(tmp_path)
+    rewrite(path, lambda d: d.update(version=FORMAT_VERSION + 1))
+    with pytest.raises(CheckpointError, match=f"format version {FORMAT_VERSION + 1}.*Upgrade"):
+        resume(path, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 0
+
+
+def test_a_schema_violation_names_the_field(tmp_path):
+    world, path = paused_file(tmp_path)
+    rewrite(path, lambda d: d["calls"][1].update(state="half-done"))
+    with pytest.raises(CheckpointError, match="at 'calls/1/state'"):
+        resume(path, ScriptedLLM(payer), world.tools)
+
+
+def test_a_missing_checkpoint_file_says_how_to_find_one(tmp_path):
+    with pytest.raises(CheckpointError, match="no such checkpoint file.*approvals list"):
+        approve(tmp_path / "run-404.json", "toolu_pay")
+
+
+def test_resuming_without_a_tool_the_run_needs_is_a_clear_error(tmp_path):
+    world, path = paused_file(tmp_path)
+    with pytest.raises(CheckpointError, match="needs the tool\\(s\\) pay"):
+        resume(path, ScriptedLLM(payer), world.tools[1:])
+    assert world.calls["pay"] == 0
+
+
+def test_listing_shows_each_pending_call_and_marks_bad_files_invalid(tmp_path):
+    paused = start(World(), tmp_path)
+    (tmp_path / "broken.json").write_text("{")
+    infos = {i.path.name: i for i in list_checkpoints(tmp_path)}
+    assert infos["broken.json"].status == "invalid"
+    assert "not valid JSON" in infos["broken.json"].error
+    text = infos[Path(paused.checkpoint).name].describe()
+    assert "awaiting_approval" in text and 'toolu_pay  pay({"amount": 70, "to": "ACME"})' in text
+    assert "undecided" in text
+
+
+def test_the_file_lock_is_a_hidden_side_file(tmp_path):
+    paused = start(World(), tmp_path)
+    assert os.path.exists(tmp_path / ".run-001.json.lock")
+    assert [i.path.name for i in list_checkpoints(tmp_path)] == [Path(paused.checkpoint).name]

@@ -1,0 +1,110 @@
+"""The refund world: approval in another process, rejection, hand-off, a deduplicating ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from primer.agents import StopCause, ToolRegistry
+from primer.agents.checkpoint import approve, read_checkpoint, reject, resume
+from primer.scenarios import get_demo
+from primer.scenarios.refunds import (
+    DELAY_ENV,
+    LEDGER_ENV,
+    ORDERS,
+    REFUND_AUTHORITY_USD,
+    RefundLedger,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def ledger(tmp_path, monkeypatch) -> RefundLedger:
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger.sqlite"))
+    monkeypatch.delenv(DELAY_ENV, raising=False)
+    return RefundLedger(tmp_path / "ledger.sqlite")
+
+
+def primer_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m primer ARGS`` in a new process (same environment, so the same ledger)."""
+    return subprocess.run([sys.executable, "-m", "primer", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
+
+
+def test_the_ledger_pays_once_per_idempotency_key(ledger):
+    first, dup1 = ledger.issue("k1", "R-1001", 40.0, "broken")
+    again, dup2 = ledger.issue("k1", "R-1001", 40.0, "broken")
+    other, _ = ledger.issue("k2", "R-1001", 40.0, "broken")
+    assert (dup1, dup2) == (False, True) and again == first
+    assert [r.refund_id for r in ledger.refunds("R-1001")] == [first.refund_id, other.refund_id]
+
+
+def test_the_refund_run_pauses_before_issue_refund_with_nothing_paid(ledger, tmp_path):
+    result = get_demo("refund").run(checkpoint_dir=str(tmp_path / "ck"))
+    assert result.stop_cause is StopCause.AWAITING_APPROVAL
+    assert [(b["name"], b["input"]["amount_usd"]) for b in result.pending] == [
+        ("issue_refund", ORDERS["R-1001"]["amount_usd"])]
+    assert ledger.refunds() == []
+
+
+def test_approved_in_another_process_the_refund_runs_exactly_once(ledger, tmp_path):
+    paused = get_demo("refund").run(checkpoint_dir=str(tmp_path / "ck"))
+    call_id = paused.pending[0]["id"]
+    done = primer_cli("approve", paused.checkpoint, call_id, "--yes", "--note", "photo checked")
+    assert done.returncode == 0, done.stderr
+    assert f"approved {call_id}: issue_refund(" in done.stdout
+    resumed = primer_cli("resume", paused.checkpoint, "--scenario", "refund")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "stop cause: end_turn" in resumed.stdout and "Refunded 40.00 USD" in resumed.stdout
+    again = primer_cli("resume", paused.checkpoint, "--scenario", "refund")
+    assert again.returncode == 0 and "Refunded 40.00 USD" in again.stdout
+    [refund] = ledger.refunds("R-1001")
+    assert refund.idempotency_key == f"idem-{call_id}" and refund.amount_usd == 40.0
+
+
+def test_rejected_the_model_takes_another_path_and_nothing_is_paid(ledger, tmp_path):
+    scenario = get_demo("refund")
+    paused = scenario.run(checkpoint_dir=str(tmp_path / "ck"))
+    reject(paused.checkpoint, paused.pending[0]["id"], note="the photo shows no damage")
+    result = resume(paused.checkpoint, scenario.make_llm(), scenario.make_tools())
+    assert result.stop_cause is StopCause.END_TURN
+    assert "rejected" in result.final_text and "replacement" in result.final_text
+    assert "the photo shows no damage" in result.final_text
+    assert ledger.refunds() == []
+
+
+def test_a_refund_above_the_agents_authority_is_handed_off_with_the_reason(ledger, tmp_path):
+    result = get_demo("refund-handoff").run(checkpoint_dir=str(tmp_path / "ck"))
+    assert ORDERS["R-2002"]["amount_usd"] > REFUND_AUTHORITY_USD
+    assert result.stop_cause is StopCause.HANDOFF
+    assert "above my refund authority" in result.stop_detail
+    assert ledger.refunds() == [] and result.pending == []
+
+
+def test_issue_refund_refuses_an_amount_above_the_authority_even_if_approved(ledger):
+    tools = {t.name: t for t in get_demo("refund").make_tools()}
+    block = {"type": "tool_use", "id": "toolu_x", "name": "issue_refund",
+             "input": {"order_id": "R-2002", "amount_usd": 1800.0, "reason": "broken"}}
+    e = ToolRegistry(tools.values()).run(block)
+    assert e.is_error and "above your refund authority" in e.content
+    assert ledger.refunds() == []
+
+
+def test_the_model_never_sees_the_idempotency_key(ledger):
+    issue = next(t for t in get_demo("refund").make_tools() if t.name == "issue_refund")
+    assert "idempotency_key" not in json.dumps(issue.definition())
+    assert issue.side_effecting and issue.needs_approval and issue.takes_idempotency_key
+
+
+def test_the_checkpoint_on_disk_holds_the_exact_refund_arguments(ledger, tmp_path):
+    paused = get_demo("refund").run(checkpoint_dir=str(tmp_path / "ck"))
+    data = read_checkpoint(paused.checkpoint)
+    gated = [c for c in data["calls"] if c["needs_approval"]]
+    assert [c["input"] for c in gated] == [b["input"] for b in paused.pending]
+    approve(paused.checkpoint, gated[0]["tool_use_id"])
