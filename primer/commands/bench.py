@@ -205,11 +205,17 @@ def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
+def _repeats_for(steps: int, repeats: int) -> int:
+    """Runs for a figure: ``repeats`` at 1,000 steps, proportionally more for shorter runs,
+    so each median is taken over about the same number of steps."""
+    return max(repeats, repeats * 1_000 // steps)
+
+
 def _overhead_lines(label: str, repeats: int, **config: Any) -> tuple[bool, list[Overhead]]:
     print(f"  {label}:", flush=True)
     ok, rows = True, []
     for steps in (200, 1_000):
-        o = overhead_us_per_step(steps, repeats=repeats, **config)
+        o = overhead_us_per_step(steps, repeats=_repeats_for(steps, repeats), **config)
         rows.append(o)
         good = o.wall_us <= OVERHEAD_TARGET_US
         ok &= good
@@ -233,15 +239,16 @@ def run(args: argparse.Namespace) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} over the last minute "
           f"(wall figures include waiting for a CPU; CPU figures do not)", flush=True)
-    print(f"harness overhead (zero-latency model, one tool call a step, median of {repeats} "
-          f"runs):", flush=True)
+    print(f"harness overhead (zero-latency model, one tool call a step; median of "
+          f"{_repeats_for(200, repeats)} runs of 200 steps, {repeats} of 1,000):", flush=True)
     ok, _ = _overhead_lines("default config (30 s tool timeout: each call handed to a worker "
                             "thread)", repeats)
     _overhead_lines("no tool timeout (the call runs in the loop's thread)", repeats,
                     tool_timeout_s=None)
-    scripted = [overhead_us_per_step(n, repeats=repeats, make_llm=scripted_llm)
+    scripted = [overhead_us_per_step(n, repeats=_repeats_for(n, repeats),
+                                     make_llm=scripted_llm, tool_timeout_s=None)
                 for n in (200, 1_000)]
-    print(f"  with ScriptedLLM (its incremental token estimate included): "
+    print(f"  ScriptedLLM instead (its incremental token estimate included), no tool timeout: "
           f"{scripted[0].cpu_us:.1f} -> {scripted[1].cpu_us:.1f} µs/step CPU, growth "
           f"{scripted[1].cpu_us / scripted[0].cpu_us:.2f}x", flush=True)
 
