@@ -801,3 +801,33 @@ __all__ = ["BEHAVIOURS", "EXIT_RECIPES", "Behaviour", "CompoundingExplorer", "Co
            "compounding_explorer", "cost_explorer", "exit_explorer", "latency_explorer",
            "recipe_table", "render_compounding", "render_cost",
            "render_exit", "render_latency", "spans_svg"]
+
+
+# ================================================================ approval buttons (lesson 08)
+
+
+def approval_buttons(desk: Any) -> Any:
+    """Approve / Reject buttons and a note box for an
+    :class:`~primer.agents.checkpoint.ApprovalDesk`; the buttons only call its methods.
+
+    Returns an ``ipywidgets.VBox``: the call as the person sees it, the note, the two buttons
+    and a status line.
+    """
+    import ipywidgets as w
+
+    call = w.HTML(f"<code>{html.escape(desk.describe())}</code>")
+    note = w.Text(value=desk.note, description="note", placeholder="why (optional)")
+    yes = w.Button(description="Approve", button_style="success")
+    no = w.Button(description="Reject", button_style="danger")
+    status = w.HTML()
+
+    def on(decide: Callable[[], str]) -> Callable[[Any], None]:
+        def click(_: Any) -> None:
+            desk.note = note.value
+            status.value = html.escape(decide())
+            call.value = f"<code>{html.escape(desk.describe())}</code>"
+        return click
+
+    yes.on_click(on(desk.approve))
+    no.on_click(on(desk.reject))
+    return w.VBox([call, note, w.HBox([yes, no]), status])

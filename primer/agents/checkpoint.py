@@ -686,3 +686,55 @@ def list_checkpoints(directory: str | Path) -> list[CheckpointInfo]:
             else ""
         out.append(CheckpointInfo(p, data["status"], data["run_id"], gated, summary))
     return out
+
+
+# ---------------------------------------------------------------- the approval desk
+
+
+@dataclass
+class ApprovalDesk:
+    """Approve / Reject for one paused call, as a plain object (notebook buttons call it).
+
+    ``checkpoint`` is the file, ``tool_use_id`` the call, ``note`` the note the next decision
+    carries. :meth:`approve` and :meth:`reject` record the decision and return (and keep in
+    ``status``) one line saying what happened; a bad file or id becomes that line, starting
+    with ``"error: "``, rather than an exception, so a button never fails silently.
+    """
+
+    checkpoint: str | Path
+    tool_use_id: str
+    note: str = ""
+    status: str = ""
+
+    def describe(self) -> str:
+        """The call as the person sees it: tool, exact arguments, decision so far."""
+        try:
+            data = read_checkpoint(self.checkpoint)
+        except CheckpointError as e:
+            return f"error: {e}"
+        call = next((c for c in data["calls"] if c["tool_use_id"] == self.tool_use_id), None)
+        if call is None:
+            return f"{self.tool_use_id}: nothing awaits a decision (run {data['status']})"
+        d = call["decision"]
+        verdict = "undecided" if d is None else "approved" if d["approved"] else "rejected"
+        return (f"{call['name']}({json.dumps(call['input'], ensure_ascii=False, sort_keys=True)})"
+                f" - {verdict}")
+
+    def approve(self) -> str:
+        """Record a yes (with ``note``); returns the status line."""
+        return self._decide(approve)
+
+    def reject(self) -> str:
+        """Record a no (with ``note``, which the model will read); returns the status line."""
+        return self._decide(reject)
+
+    def _decide(self, decide: Any) -> str:
+        try:
+            call = decide(self.checkpoint, self.tool_use_id, note=self.note)
+        except CheckpointError as e:
+            self.status = f"error: {e}"
+            return self.status
+        d = call["decision"]
+        self.status = (f"{'approved' if d['approved'] else 'rejected'} {call['name']} "
+                       f"({call['tool_use_id']})" + (f", note: {d['note']}" if d["note"] else ""))
+        return self.status
