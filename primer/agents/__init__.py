@@ -6,24 +6,83 @@ Importing this package loads only the loop and its parts; plotting, widgets and 
 ``anthropic`` SDK are imported by the modules that need them, when they are used.
 """
 
-from .agent_loop import (HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, AgentConfig, AgentResult,
-                         RunState, Step, Stop, StopCause, continue_run, format_trace_table,
-                         handoff_tool, run_agent)
+from .agent_loop import (
+    HANDOFF_TOOL_DEF,
+    HANDOFF_TOOL_NAME,
+    AgentConfig,
+    AgentResult,
+    RunState,
+    Step,
+    Stop,
+    StopCause,
+    continue_run,
+    format_trace_table,
+    handoff_tool,
+    run_agent,
+)
 from .cost import Prices, cost_usd
-from .llm import (LLM, STOP_REASONS, Reply, ScriptedLLM, ScriptExhausted, Usage,
-                  estimate_tokens, text_reply, tool_reply)
-from .messages import (assistant_message, text_block, text_of, tool_result_block,
-                       tool_use_block, tool_uses_of, user_message)
-from .production import (ManualClock, RateLimited, RetryPolicy, ToolRunner, ToolTimeout,
-                         TransientToolError, in_subprocess, run_in_subprocess)
-from .tools import (Tool, ToolError, ToolExecution, ToolRegistry, execute_tools,
-                    result_text, tool)
-from .trace import (Divergence, ReplayLLM, ReplayResult, Trace, TraceError, TraceWriter,
-                    load_trace, redact, replay)
-from .evals import (AnswerContains, EvalReport, EvalRow, EvalSummary, EvalTask, StopCauseIs,
-                    run_evals, task_from_trace)
+from .evals import (
+    AnswerContains,
+    EvalReport,
+    EvalRow,
+    EvalSummary,
+    EvalTask,
+    StopCauseIs,
+    run_evals,
+    task_from_trace,
+)
 from .hooks import Hooks
-from .tools import ToolOutput
+from .llm import (
+    LLM,
+    STOP_REASONS,
+    Reply,
+    ScriptedLLM,
+    ScriptExhausted,
+    Usage,
+    estimate_tokens,
+    text_reply,
+    tool_reply,
+)
+from .messages import (
+    assistant_message,
+    text_block,
+    text_of,
+    tool_result_block,
+    tool_use_block,
+    tool_uses_of,
+    user_message,
+)
+from .production import (
+    ManualClock,
+    RateLimited,
+    RetryPolicy,
+    ToolRunner,
+    ToolTimeout,
+    TransientToolError,
+    in_subprocess,
+    run_in_subprocess,
+)
+from .tools import (
+    Tool,
+    ToolError,
+    ToolExecution,
+    ToolOutput,
+    ToolRegistry,
+    execute_tools,
+    result_text,
+    tool,
+)
+from .trace import (
+    Divergence,
+    ReplayLLM,
+    ReplayResult,
+    Trace,
+    TraceError,
+    TraceWriter,
+    load_trace,
+    redact,
+    replay,
+)
 
 __all__ = [
     "HANDOFF_TOOL_DEF", "HANDOFF_TOOL_NAME", "LLM", "STOP_REASONS", "AgentConfig",

@@ -43,10 +43,14 @@ from .context import compact_if_needed
 from .cost import Prices, cost_usd
 from .hooks import as_hook_list, run_after_reply, with_hooks
 from .llm import LLM, Reply, Usage, estimate_tokens
-from .messages import (Block, Message, assistant_message, text_block, tool_use_block,
-                       user_message)
-from .production import (ModelRetriesExhausted, RetryPolicy, ToolRunner,
-                         call_model_with_retries, failed_usage)
+from .messages import Block, Message, assistant_message, text_block, tool_use_block, user_message
+from .production import (
+    ModelRetriesExhausted,
+    RetryPolicy,
+    ToolRunner,
+    call_model_with_retries,
+    failed_usage,
+)
 from .tools import Tool, ToolExecution, ToolRegistry, execute_tools
 
 

@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from .messages import Block, Message, blocks_of, text_block, tool_use_block, tool_uses_of
 
@@ -157,7 +157,7 @@ def tool_reply(*calls: tuple[str, Any] | tuple[str, Any, str], text: str | None 
     return Reply(content, stop_reason)
 
 
-ReplyLike = Union[Reply, str, list]
+ReplyLike = Reply | str | list
 Policy = Callable[[list[Message]], ReplyLike]
 
 

@@ -37,11 +37,10 @@ import fastjsonschema
 import pydantic
 
 from ._fast_imports import import_jsonschema
-
-jsonschema = import_jsonschema()
-
 from .llm import Usage
 from .messages import Block, tool_result_block
+
+jsonschema = import_jsonschema()
 
 #: A tool function with a parameter of this name receives the call's idempotency key from
 #: the harness; the parameter is not part of the ``input_schema`` the model sees.
