@@ -115,9 +115,12 @@ def test_calls_needing_no_approval_run_before_the_pause_and_only_once(tmp_path):
     bal = next(c for c in read_checkpoint(result.checkpoint)["calls"]
                if c["name"] == "balance")
     assert (bal["state"], bal["result"]["content"]) == ("done", "balance 100")
+    assert [e.name for e in result.executions] == ["balance"]
+    assert "succeeded: balance" in result.summary
     approve(result.checkpoint, "toolu_pay")
-    resume(result.checkpoint, ScriptedLLM(payer), world.tools)
+    resumed = resume(result.checkpoint, ScriptedLLM(payer), world.tools)
     assert world.calls["balance"] == 1
+    assert [e.name for e in resumed.steps[0].executions] == ["balance", "pay"]  # request order
 
 
 def test_without_a_checkpoint_dir_a_pause_keeps_pending_runs_nothing_and_writes_no_file(

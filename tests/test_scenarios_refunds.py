@@ -108,3 +108,18 @@ def test_the_checkpoint_on_disk_holds_the_exact_refund_arguments(ledger, tmp_pat
     gated = [c for c in data["calls"] if c["needs_approval"]]
     assert [c["input"] for c in gated] == [b["input"] for b in paused.pending]
     approve(paused.checkpoint, gated[0]["tool_use_id"])
+
+
+def test_an_order_is_never_refunded_more_than_was_paid_even_under_new_keys(ledger):
+    registry = ToolRegistry(get_demo("refund").make_tools())
+
+    def refund(call_id):
+        return registry.run({"type": "tool_use", "id": call_id, "name": "issue_refund",
+                             "input": {"order_id": "R-1003", "amount_usd": 65.0,
+                                       "reason": "broken"}})
+
+    assert not refund("toolu_a").is_error
+    assert not refund("toolu_a").is_error  # the same call again: deduplicated, not refused
+    second = refund("toolu_b")
+    assert second.is_error and "already been refunded 65.00 of the 65.00 USD" in second.content
+    assert len(ledger.refunds("R-1003")) == 1

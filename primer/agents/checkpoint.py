@@ -225,7 +225,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise CheckpointError(
-            f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); the "
+            f"{path}: not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}); the "
             f"file is truncated or corrupt. Nothing was run. Restore it from a copy, or "
             f"start the task again.") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
@@ -407,7 +407,7 @@ class Checkpoint:
                                   for b in reply.tool_uses]
             self.save(state, "awaiting_approval")
             ready = [c for c in self.data["calls"] if not c["needs_approval"]]
-            self.run_calls(registry, state, ready)
+            state.steps[-1].executions.extend(self.run_calls(registry, state, ready))
             return finish(state, stop, reply)
 
     def run_reply(self, registry: ToolRegistry, state: RunState,
@@ -619,6 +619,9 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
             state.emit("resume", path=str(path), calls=[c["tool_use_id"] for c in calls])
             ckpt.save(state, "running")
             executions = ckpt.run_calls(registry, state, calls)
+            ids = {c["tool_use_id"] for c in calls}  # those that ran before the pause
+            step = state.steps[-1]
+            step.executions = [e for e in step.executions if e.tool_use_id not in ids]
             record_executions(state, executions)
             ckpt.data["calls"] = []
             ckpt.save(state, "running")

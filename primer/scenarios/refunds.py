@@ -8,7 +8,9 @@ A support agent is asked to refund a broken order. Three tools, built with ``@to
   (``needs_approval``). It takes an ``idempotency_key`` (filled in by the harness, derived
   from the ``tool_use`` id, never seen by the model) and writes the refund to a durable
   :class:`RefundLedger` (an SQLite file) that deduplicates by that key: the same key twice
-  returns the first refund instead of paying again.
+  returns the first refund instead of paying again. It also refuses to refund an order
+  more in total than was paid (a business check; exactly-once for one call comes from the
+  key, which the ledger enforces atomically).
 
 The scripted model (:func:`decide`) looks the order up; if the amount is within its authority
 (:data:`REFUND_AUTHORITY_USD`) it asks for the refund and, in the same reply, for the
@@ -71,6 +73,10 @@ ORDERS: dict[str, dict[str, Any]] = {
                "amount_usd": 40.0, "status": "delivered, reported broken"},
     "R-2002": {"order_id": "R-2002", "customer_id": "C-88", "item": "espresso machine",
                "amount_usd": 1800.0, "status": "delivered, reported broken"},
+    "R-1003": {"order_id": "R-1003", "customer_id": "C-88", "item": "glass teapot",
+               "amount_usd": 65.0, "status": "delivered, reported broken"},
+    "R-1004": {"order_id": "R-1004", "customer_id": "C-77", "item": "desk lamp",
+               "amount_usd": 120.0, "status": "delivered, reported broken"},
 }
 CUSTOMERS: dict[str, dict[str, str]] = {
     "C-77": {"customer_id": "C-77", "name": "Priya Nair", "email": "priya@example.com"},
@@ -215,6 +221,12 @@ def refund_tools(ledger: RefundLedger | str | Path | None = None) -> list[Tool]:
         if amount_usd > REFUND_AUTHORITY_USD:
             raise ToolError(f"{amount_usd:.2f} USD is above your refund authority of "
                             f"{REFUND_AUTHORITY_USD:.2f} USD; use {HANDOFF_TOOL_NAME}")
+        earlier = sum(r.amount_usd for r in book.refunds(order_id)
+                      if r.idempotency_key != idempotency_key)
+        if earlier + amount_usd > order["amount_usd"]:
+            raise ToolError(f"order {order_id} has already been refunded {earlier:.2f} of the "
+                            f"{order['amount_usd']:.2f} USD paid; at most "
+                            f"{order['amount_usd'] - earlier:.2f} USD can still be refunded")
         _delay()
         refund, duplicate = book.issue(idempotency_key, order_id, amount_usd, reason)
         _delay()
