@@ -413,3 +413,15 @@ def test_the_file_lock_is_a_hidden_side_file(tmp_path):
     paused = start(World(), tmp_path)
     assert os.path.exists(tmp_path / ".run-001.json.lock")
     assert [i.path.name for i in list_checkpoints(tmp_path)] == [Path(paused.checkpoint).name]
+
+
+def test_before_tool_hooks_also_guard_the_calls_a_resume_runs(tmp_path):
+    from primer.agents.hooks import BlockTools
+
+    world = World()
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools,
+                    hooks=BlockTools({"pay"}, "payments are frozen today"))
+    assert world.calls["pay"] == 0
+    assert next(e for e in result.executions if e.name == "pay").is_error

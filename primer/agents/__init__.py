@@ -20,6 +20,15 @@ from .agent_loop import (
     handoff_tool,
     run_agent,
 )
+from .checkpoint import (
+    ApprovalDesk,
+    CheckpointError,
+    approve,
+    list_checkpoints,
+    read_checkpoint,
+    reject,
+    resume,
+)
 from .cost import Prices, cost_usd
 from .evals import (
     AnswerContains,
@@ -99,6 +108,8 @@ __all__ = [
     "ManualClock", "RateLimited", "RetryPolicy", "ToolRunner", "ToolTimeout",
     "TransientToolError", "in_subprocess", "run_in_subprocess",
     "Hooks", "ToolOutput",
+    "ApprovalDesk", "CheckpointError", "approve", "list_checkpoints", "read_checkpoint",
+    "reject", "resume",
 ]
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.

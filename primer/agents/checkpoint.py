@@ -64,11 +64,13 @@ from .agent_loop import (
     Stop,
     StopCause,
     _registry_for_run,
+    check_budgets_after_tools,
     check_no_progress,
     continue_run,
     finish,
     record_executions,
 )
+from .hooks import as_hook_list, with_hooks
 from .llm import LLM, Reply, Usage
 from .messages import Block, tool_use_block
 from .production import ToolRunner
@@ -451,16 +453,19 @@ class Checkpoint:
         """
         todo = [c for c in calls if c["state"] != "done"]
         by_id = {c["tool_use_id"]: c for c in todo}
-        runner = ToolRunner.from_config(registry, state.config)
+        runner: Any = ToolRunner.from_config(registry, state.config)
+        if state.hooks:  # the same before/after-tool hooks as the loop's own path
+            runner = with_hooks(state.hooks, runner)
         if todo:
             execute_tools(registry, [_block(c) for c in todo],
                           max_workers=state.config.max_parallel_tools,
-                          run=lambda b: self._run_one(runner, state, by_id[b["id"]]))
+                          run=lambda b: self._run_one(registry, runner, state,
+                                                      by_id[b["id"]]))
         return [_execution(c) for c in calls]
 
-    def _run_one(self, runner: ToolRunner, state: RunState,
+    def _run_one(self, registry: ToolRegistry, runner: Any, state: RunState,
                  call: dict[str, Any]) -> ToolExecution:
-        tool = runner.registry.get(call["name"])
+        tool = registry.get(call["name"])
         d = call["decision"]
         if d is not None and not d["approved"]:
             note = f" Their note: {d['note'].rstrip('.')}." if d["note"] else ""
@@ -545,7 +550,8 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
     return Step(d["index"], Reply.from_dict(d["reply"]), Usage.from_dict(d["usage"]),
                 Usage.from_dict(d["total_usage"]), d["cost_usd"], d["prompt_estimate"],
                 d.get("model_latency_s", 0.0),
-                [ToolExecution(**e) for e in d.get("executions", [])])
+                [ToolExecution(**e) for e in d.get("executions", [])],
+                model_retries=d.get("model_retries", []))
 
 
 def _state_from(data: dict[str, Any], ckpt: Checkpoint, config: AgentConfig,
@@ -571,7 +577,7 @@ def _stored_result(data: dict[str, Any], path: Path, state: RunState) -> AgentRe
 
 
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
-           on_event: EventSink | None = None) -> AgentResult:
+           on_event: EventSink | None = None, hooks: Any = None) -> AgentResult:
     """Continue the run saved at ``path`` with model ``llm`` and the run's ``tools``.
 
     Decided calls of the paused reply run (approved ones with exactly the approved input,
@@ -582,7 +588,9 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
     and runs nothing. The wall-clock limit restarts at resume (time paused is not counted).
 
     Raises :class:`CheckpointError` for a bad file, or when a call to run names a tool
-    that ``tools`` lacks (resume with the tools the run started with).
+    that ``tools`` lacks (resume with the tools the run started with). ``on_event`` and
+    ``hooks`` work as in :func:`~primer.agents.run_agent` (hooks also see the resumed calls;
+    a hook that rewrites an approved call's input defeats the approval, so do not).
     """
     path = Path(path)
     ckpt = Checkpoint(path.parent, path)
@@ -596,6 +604,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         registry = _registry_for_run(tools, config)
         ckpt.data = data
         state = _state_from(data, ckpt, config, registry.definitions(), on_event)
+        state.hooks = as_hook_list(hooks)
         if data["status"] == "finished":
             return _stored_result(data, path, state)
         calls = data["calls"]
@@ -625,7 +634,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
             record_executions(state, executions)
             ckpt.data["calls"] = []
             ckpt.save(state, "running")
-            stop = check_no_progress(state)
+            stop = check_budgets_after_tools(state) or check_no_progress(state)
             if stop:
                 return finish(state, stop, None)
         return continue_run(llm, registry, state)
