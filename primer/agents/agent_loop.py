@@ -42,7 +42,7 @@ from typing import Any, Literal
 from .context import compact_if_needed
 from .cost import Prices, cost_usd
 from .hooks import as_hook_list, run_after_reply, with_hooks
-from .llm import LLM, Reply, Usage, estimate_tokens
+from .llm import LLM, Reply, ScriptExhausted, Usage, estimate_tokens
 from .messages import Block, Message, assistant_message, text_block, tool_use_block, user_message
 from .production import (
     ModelRetriesExhausted,
@@ -693,8 +693,6 @@ def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResu
 
 def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
     """Make one model call, record its reply and usage, and append it to the messages."""
-    from .llm import ScriptExhausted
-
     c = state.config
     prompt_estimate = state.prompt_estimate
     start = time.perf_counter()

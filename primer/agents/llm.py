@@ -13,6 +13,7 @@ of replies, or a function of the message list) and reports usage computed by
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -87,9 +88,10 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
 
-    @property
+    @functools.cached_property
     def tool_uses(self) -> list[Block]:
-        """The ``tool_use`` blocks, in the order the model wrote them."""
+        """The ``tool_use`` blocks, in the order the model wrote them (computed once: the loop
+        asks at every check, and a reply's content does not change after it arrives)."""
         return tool_uses_of(self.content)
 
     @property
