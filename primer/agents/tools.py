@@ -320,7 +320,7 @@ class ToolRegistry:
         known = ", ".join(self._tools) or "(none)"
         hint = ""
         if isinstance(name, str):
-            close = difflib.get_close_matches(name, list(self._tools), n=1)
+            close = difflib.get_close_matches(name, list(self._tools), n=1, cutoff=0.7)
             hint = f" Did you mean '{close[0]}'?" if close else ""
         return f"Unknown tool {_short(name)}. Available tools: {known}.{hint}"
 
