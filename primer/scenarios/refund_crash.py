@@ -10,7 +10,10 @@ none a lost approval. It also reads the checkpoint right after the kill to recor
 kill landed (before the decision, inside the refund call, after it, ...).
 
 ``$PRIMER_REFUND_DELAY_S`` is set for the child, so ``issue_refund`` waits a little before
-and after its ledger write and kills land inside that risky window too.
+and after its ledger write and kills land inside that risky window too. The refund tool's
+business check (never refund more than was paid) is turned off here, so the only thing
+that can stop a second payment is the idempotency key: the test checks the key mechanism
+alone.
 
 Run it: ``python -m primer.scenarios.refund_crash --kill-points 200 --seed 8``. POSIX only
 (``os.fork``). Used by ``tests/test_refund_crash.py`` and lesson 08.
@@ -31,10 +34,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from primer.agents import Tool
 from primer.agents.checkpoint import CheckpointError, approve, read_checkpoint, resume
 
 from . import get_demo
-from .refunds import DELAY_ENV, LEDGER_ENV, RefundLedger
+from .refunds import DELAY_ENV, LEDGER_ENV, RefundLedger, refund_tools
 
 #: Unkilled trials run first; the median of their durations (seconds) sets the kill window.
 WARMUPS = 3
@@ -86,13 +90,17 @@ def _phase(checkpoint: Path, ledger: RefundLedger, order_id: str) -> str:
     return PHASES[3] if ledger.refunds(order_id) else PHASES[2]
 
 
+def _tools() -> list[Tool]:
+    return refund_tools(check_total=False)
+
+
 def _child(checkpoint: Path, tool_use_id: str) -> None:
     """Approve and resume, then exit without running any parent clean-up."""
     code = 0
     try:
         scenario = get_demo("refund")
         approve(checkpoint, tool_use_id, note="crash test")
-        resume(checkpoint, scenario.make_llm(), scenario.make_tools())
+        resume(checkpoint, scenario.make_llm(), _tools())
     except BaseException:  # noqa: BLE001 - the parent counts the outcome from the ledger
         code = 1
     os._exit(code)
@@ -155,7 +163,7 @@ def run_trials(kill_points: int, seed: int, workdir: str | Path,
                 phases[phase] += 1
                 if phase == PHASES[0]:  # the person approves again if the yes was lost
                     approve(checkpoint, tool_use_id, note="final resume")
-                resume(checkpoint, scenario.make_llm(), scenario.make_tools())
+                resume(checkpoint, scenario.make_llm(), _tools())
             except CheckpointError as e:
                 report.unreadable += 1
                 report.errors.append(str(e))

@@ -172,8 +172,14 @@ def _delay() -> None:
         time.sleep(seconds)
 
 
-def refund_tools(ledger: RefundLedger | str | Path | None = None) -> list[Tool]:
-    """The refund world's tools, writing refunds to ``ledger`` (default :func:`ledger_path`)."""
+def refund_tools(ledger: RefundLedger | str | Path | None = None, *,
+                 check_total: bool = True) -> list[Tool]:
+    """The refund world's tools, writing refunds to ``ledger`` (default :func:`ledger_path`).
+
+    ``check_total=False`` turns off the business check that an order is never refunded more
+    than was paid, so that only the idempotency key stands between a retried call and a
+    second payment (the crash test does this, to test the key alone).
+    """
     book = ledger if isinstance(ledger, RefundLedger) else RefundLedger(ledger or ledger_path())
 
     @tool
@@ -222,7 +228,7 @@ def refund_tools(ledger: RefundLedger | str | Path | None = None) -> list[Tool]:
             raise ToolError(f"{amount_usd:.2f} USD is above your refund authority of "
                             f"{REFUND_AUTHORITY_USD:.2f} USD; use {HANDOFF_TOOL_NAME}")
         earlier = sum(r.amount_usd for r in book.refunds(order_id)
-                      if r.idempotency_key != idempotency_key)
+                      if r.idempotency_key != idempotency_key) if check_total else 0.0
         if earlier + amount_usd > order["amount_usd"]:
             raise ToolError(f"order {order_id} has already been refunded {earlier:.2f} of the "
                             f"{order['amount_usd']:.2f} USD paid; at most "
