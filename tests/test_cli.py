@@ -117,3 +117,28 @@ def test_each_order_model_ends_on_its_own_exit_and_exits_0(name, cause, capsys):
     assert main(["demo", name]) == 0
     out = capsys.readouterr().out
     assert f"stop cause: {cause}" in out and "answer:" not in out
+
+
+def test_a_paused_demo_without_a_checkpoint_dir_says_how_to_save_one_and_writes_nothing(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PRIMER_REFUND_LEDGER", raising=False)
+    assert main(["demo", "refund"]) == 0
+    out = capsys.readouterr().out
+    assert "stop cause: awaiting_approval" in out
+    assert "issue_refund" in out and "--checkpoint-dir DIR" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_paused_demo_with_a_checkpoint_dir_prints_the_approve_and_resume_commands(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PRIMER_REFUND_LEDGER", raising=False)
+    assert main(["demo", "refund", "--checkpoint-dir", "ck"]) == 0
+    out = capsys.readouterr().out
+    checkpoint = next((tmp_path / "ck").glob("run-*.json")).relative_to(tmp_path)
+    call_id = next(line.split()[5] for line in out.splitlines() if "primer approve" in line)
+    assert f"python -m primer resume {checkpoint} --scenario refund" in out
+    assert main(["approve", str(checkpoint), call_id, "--yes"]) == 0
+    assert main(["resume", str(checkpoint), "--scenario", "refund"]) == 0
+    assert "Refunded 40.00 USD" in capsys.readouterr().out

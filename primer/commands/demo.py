@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from primer.agents import StopCause
+from primer.agents import AgentResult, StopCause
 from primer.scenarios import Scenario, all_demos, get_demo
 
 #: Exit code for a command-line usage error (the convention argparse follows).
@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--trace", metavar="FILE",
                    help="record the run as a JSON Lines trace in FILE (read it with "
                         "`python -m primer trace show FILE`)")
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="save a checkpoint in DIR when the run pauses for approval, so a "
+                        "person can approve it and another process can resume it")
     p.add_argument("--json", action="store_true",
                    help="print the run's full result (steps, messages, usage) as JSON")
     p.add_argument("--claude", action="store_true",
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             return USAGE_ERROR
         llm = ClaudeLLM()
         print(f"(running against Claude: {llm.model})", file=sys.stderr)
-    result = scenario.run(trace=getattr(args, "trace", None), llm=llm)
+    overrides = {"checkpoint_dir": args.checkpoint_dir} if args.checkpoint_dir else {}
+    result = scenario.run(trace=getattr(args, "trace", None), llm=llm, **overrides)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0
@@ -79,7 +83,27 @@ def run(args: argparse.Namespace) -> int:
     print(result.table())
     if result.stop_cause is StopCause.END_TURN:
         print(f"\nanswer: {result.final_text}")
+    if result.stop_cause is StopCause.AWAITING_APPROVAL:
+        gated = {t.name for t in scenario.make_tools() if t.needs_approval}
+        print("\n" + next_steps(scenario.name, result, gated))
     return 0
+
+
+def next_steps(name: str, result: AgentResult, gated: set[str]) -> str:
+    """What to do after a pause for approval: the commands that decide and resume.
+
+    ``gated`` holds the names of the tools that need approval; only their calls are listed.
+    """
+    waiting = [b for b in result.pending if b.get("name") in gated] or result.pending
+    ids = ", ".join(f"{b.get('name')} ({b.get('id')})" for b in waiting)
+    if result.checkpoint is None:
+        return (f"The run is waiting for a person to approve {ids}. Nothing was saved: run "
+                f"again with --checkpoint-dir DIR to write a checkpoint you can approve and "
+                f"resume from another process.")
+    first = waiting[0].get("id") if waiting else "TOOL_USE_ID"
+    return (f"Checkpoint saved: {result.checkpoint}\nDecide, then resume (any process):\n"
+            f"  python -m primer approve {result.checkpoint} {first} --yes   (or --no --note "
+            f"\"why\")\n  python -m primer resume {result.checkpoint} --scenario {name}")
 
 
 def list_text(demos: dict[str, Scenario]) -> str:

@@ -102,25 +102,25 @@ class RefundLedger:
     :meth:`issue` deduplicates by idempotency key (a ``PRIMARY KEY`` column): a second
     request with a key already present pays nothing and returns the first refund. SQLite
     commits are atomic and durable, and it locks the file across processes, so two
-    processes issuing with the same key still make one row. ``path`` is created on first use.
-    Each operation opens and closes its own connection, so no connection is ever shared
-    between threads or inherited by a forked process.
+    processes issuing with the same key still make one row. ``path`` is created by the first
+    refund, so a run that never pays leaves no file behind. Each operation opens and closes its
+    own connection, so no connection is ever shared between threads or inherited by a forked
+    process.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS refunds (n INTEGER PRIMARY KEY AUTOINCREMENT,"
-                       " idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL,"
-                       " amount_usd REAL NOT NULL, reason TEXT NOT NULL)")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one transaction: committed on success, rolled back on error,
-        closed either way."""
+        """A connection for one transaction (the table is created if missing): committed on
+        success, rolled back on error, closed either way."""
         db = sqlite3.connect(self.path, timeout=30, isolation_level="IMMEDIATE")
         try:
             with db:
+                db.execute("CREATE TABLE IF NOT EXISTS refunds (n INTEGER PRIMARY KEY "
+                           "AUTOINCREMENT, idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT "
+                           "NOT NULL, amount_usd REAL NOT NULL, reason TEXT NOT NULL)")
                 yield db
         finally:
             db.close()
@@ -145,6 +145,8 @@ class RefundLedger:
 
     def refunds(self, order_id: str | None = None) -> list[Refund]:
         """Every refund paid (for ``order_id`` only, if given), oldest first."""
+        if not self.path.exists():
+            return []
         query = "SELECT n, idempotency_key, order_id, amount_usd, reason FROM refunds"
         params: tuple[str, ...] = ()
         if order_id is not None:
