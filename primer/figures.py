@@ -256,8 +256,8 @@ def fig_fan_out(n: int = 4, seed: int = SEED) -> Figure:
         y = n - k + 0.5
         _arrow(ax, (2.2, mid), (3.0, y), color=GREY, lw=1)
         ax.barh(y, t * scale, left=3.1, height=0.5, color=ORANGE, alpha=0.8)
-        ax.text(3.2, y, f"{block['name']}(k={k}) {block['id']}: {t:.2f} s", va="center",
-                fontsize=8)
+        ax.text(3.1, y + 0.3, f"{block['name']}(k={k}) {block['id']}: {t:.2f} s",
+                va="bottom", fontsize=8)
         _arrow(ax, (3.1 + t * scale, y), (7.8, mid), color=GREY, lw=1)
     ax.text(5.0, 0.25, f"fan-in waits for the slowest call: {slowest:.2f} s "
             f"(one after another: {total:.2f} s)", ha="center", fontsize=9)
