@@ -101,6 +101,23 @@ class Toolbox(dict):
         self.definitions = definitions
 
 
+#: How the checker calls the learner's loop, and how the loop calls the model.
+LOOP_SIGNATURE = "my_loop(model, task, tools, *, max_steps, token_budget)"
+MODEL_SIGNATURE = "model(messages, tool_definitions)"
+
+
+class ModelCallError(TypeError):
+    """The loop called the checker's model other than as ``model(messages, tool_definitions)``.
+
+    A ``TypeError`` (as Python raises for a call with the wrong arguments) whose message says
+    how the model was called and how this exercise calls it.
+    """
+
+
+def _model_interface(messages: Any, tool_definitions: Any = None) -> None:
+    """The checker's model's parameters, for binding a call's arguments (never called)."""
+
+
 class _CheckStopped(BaseException):
     """Raised by the checker's model to end a run that broke a rule it cannot recover from.
 
@@ -117,7 +134,9 @@ class Run:
     ``tool_use`` id to the ``tool_result`` block the loop sent back for it; ``tool_runs``
     lists ``(model calls so far, tool name, input)`` for every tool call, in the order they
     began; ``violation`` is the first broken rule of the message list (or a runaway loop),
-    ``error`` the learner's exception as a one-line report, ``result`` what the loop returned.
+    ``error`` the learner's exception as a one-line report, ``result`` what the loop returned;
+    ``misuse`` says how the loop called the model the wrong way (see :class:`ModelCallError`),
+    even when the loop caught the error and went on.
     """
 
     replies: list[dict[str, Any]] = field(default_factory=list)
@@ -126,6 +145,7 @@ class Run:
     violation: str | None = None
     error: str | None = None
     result: Any = None
+    misuse: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -157,8 +177,10 @@ class Run:
 class CheckedModel:
     """The model handed to the learner's loop: a :class:`ScriptedLLM` behind a check.
 
-    Called as ``model(messages, tool_definitions)``. Before answering it checks the message
-    list as the real API would (:func:`history_problem`); a broken list, or more than
+    Called as ``model(messages, tool_definitions)``; any other call (for example the
+    ``LLM`` protocol's ``model(system=..., messages=..., tools=..., max_tokens=...)`` of the
+    earlier lessons) raises :class:`ModelCallError` saying so. Before answering it checks the
+    message list as the real API would (:func:`history_problem`); a broken list, or more than
     :data:`MAX_MODEL_CALLS` calls, is recorded in ``run.violation`` and ends the run.
     Returns a reply dict ``{"content", "stop_reason", "usage"}`` (a fresh copy each time, so
     the loop may keep or change it freely).
@@ -171,8 +193,14 @@ class CheckedModel:
         self._definitions = definitions
         self._run = run
 
-    def __call__(self, messages: list[Message], tool_definitions: Any = None) -> dict[str, Any]:
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         run = self._run
+        try:
+            messages = inspect.signature(_model_interface).bind(*args, **kwargs).arguments[
+                "messages"]
+        except TypeError:
+            run.misuse = run.misuse or model_call_problem(args, kwargs)
+            raise ModelCallError(run.misuse) from None
         problem = history_problem(messages, self._task, run)
         if problem is None and run.calls >= MAX_MODEL_CALLS:
             problem = (f"the loop made {MAX_MODEL_CALLS} model calls and kept going; "
@@ -192,6 +220,21 @@ class CheckedModel:
                             "output_tokens": reply.usage.output_tokens}}
         run.replies.append(copy.deepcopy(record))
         return copy.deepcopy(record)
+
+
+def model_call_problem(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """Why a call ``model(*args, **kwargs)`` is not how this exercise calls the model.
+
+    Names the arguments the loop passed and spells out ``model(messages, tool_definitions)``
+    and the reply dict it returns, since lessons 01-05 call an ``LLM`` with keywords instead.
+    """
+    given = ", ".join([*(type(a).__name__ for a in args), *(f"{k}=..." for k in kwargs)])
+    protocol = (", the LLM protocol of lessons 01-05" if {"system", "max_tokens"} & set(kwargs)
+                else "")
+    return (f"the loop called model({given}){protocol}; in this exercise the model is "
+            f"called as {MODEL_SIGNATURE}, with the message list and tools.definitions "
+            f"(no system prompt, no max_tokens), and returns a reply dict "
+            f"{{'content', 'stop_reason', 'usage'}}")
 
 
 def history_problem(messages: Any, task: str, run: Run) -> str | None:
@@ -643,6 +686,10 @@ class LoopReport:
     """
 
     results: tuple[CheckResult, ...]
+    #: Set when the loop could not be called the way the checker calls it (its signature,
+    #: or its call of the model, is not the exercise's); the behaviours after the first were
+    #: then not run. The text says what was wrong.
+    interface_problem: str | None = None
 
     @property
     def score(self) -> int:
@@ -679,20 +726,37 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
     raises because of ``fn``: an exception in it, a broken message list, a runaway loop or a
     malformed result is that behaviour's failure. A loop that keeps calling the model or the
     tools is stopped after :data:`MAX_MODEL_CALLS` model calls or :data:`MAX_TOOL_RUNS` tool
-    runs; one that spins without calling either cannot be stopped from here. Raises
-    ``TypeError`` only when ``fn`` is not callable.
+    runs; one that spins without calling either cannot be stopped from here.
+
+    When the first behaviour shows that ``fn`` cannot be called as
+    :data:`LOOP_SIGNATURE`, or that it calls the model some other way than
+    :data:`MODEL_SIGNATURE`, the other behaviours are not run (they would all fail the same
+    way) and the report's ``interface_problem`` says what was wrong. Raises ``TypeError``
+    only when ``fn`` is not callable.
     """
     if not callable(fn):
         raise TypeError(f"check_loop needs your loop function, e.g. check_loop(my_loop); "
                         f"got {type(fn).__name__}")
-    report = LoopReport(tuple(_check_one(fn, b) for b in behaviours))
+    results: list[CheckResult] = []
+    interface = None
+    for behaviour in behaviours:
+        result, interface = _check_one(fn, behaviour)
+        results.append(result)
+        if interface:
+            results += [CheckResult(b.name, False, "not run: fix how the loop is called "
+                                                   f"first ({results[0].name} says how)")
+                        for b in behaviours[len(results):]]
+            break
+    report = LoopReport(tuple(results), interface)
     if show:
         print(report)
     return report
 
 
-def _check_one(fn: LoopFn, behaviour: Behaviour) -> CheckResult:
+def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | None]:
+    """Run one behaviour: its verdict, and what is wrong with the call interface (or None)."""
     run = Run()
+    raised: Exception | None = None
     tools = _toolbox(run, behaviour.overrides)
     model = CheckedModel(behaviour.policy, TASK, tools.definitions, run)
     try:
@@ -702,11 +766,32 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> CheckResult:
         pass
     except Exception as e:  # noqa: BLE001 - the learner's failure is the report, not a crash
         run.error = describe_exception(e, fn)
-    problem = behaviour.forbidden(run) if behaviour.forbidden else None
+        raised = e
+    interface = None
+    if isinstance(raised, ModelCallError):
+        interface = run.error
+    elif run.misuse:  # the loop caught the ModelCallError and went on
+        interface = run.misuse
+    elif isinstance(raised, TypeError) and not _binds(fn):
+        interface = run.error
+    problem = interface or (behaviour.forbidden(run) if behaviour.forbidden else None)
     problem = problem or run.violation or run.error or result_problem(run.result)
     if problem is None:
         problem = behaviour.judge(run)
-    return CheckResult(behaviour.name, problem is None, problem or behaviour.passed)
+    return (CheckResult(behaviour.name, problem is None, problem or behaviour.passed),
+            interface)
+
+
+def _binds(fn: LoopFn) -> bool:
+    """Whether ``fn`` accepts the checker's call ``fn(model, task, tools, *, max_steps,
+    token_budget)`` (``True`` when its signature cannot be read)."""
+    try:
+        inspect.signature(fn).bind(None, TASK, {}, max_steps=1, token_budget=1)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
 
 
 def result_problem(result: Any) -> str | None:
@@ -736,7 +821,7 @@ def describe_exception(e: BaseException, fn: LoopFn) -> str:
     the same on every machine.
     """
     message = _PATH.sub(r"\1", _ADDRESS.sub("0x…", str(e)))
-    if len(message) > 120:
+    if len(message) > 120 and not isinstance(e, ModelCallError):
         message = message[:117] + "..."
     what = f"raised {type(e).__name__}" + (f": {message}" if message else "")
     code = getattr(fn, "__code__", None)
@@ -751,10 +836,6 @@ def describe_exception(e: BaseException, fn: LoopFn) -> str:
 
 
 def _signature_hint(e: BaseException, fn: LoopFn) -> str:
-    if isinstance(e, TypeError):
-        try:
-            inspect.signature(fn).bind(None, TASK, {}, max_steps=1, token_budget=1)
-        except TypeError:
-            return ("; write it as def my_loop(model, task, tools, *, max_steps, "
-                    "token_budget)")
+    if isinstance(e, TypeError) and not _binds(fn):
+        return f"; write it as def {LOOP_SIGNATURE}"
     return ""

@@ -47,3 +47,37 @@ def test_a_file_that_cannot_be_loaded_exits_2_saying_why(tmp_path, capsys, write
     assert main(["check-loop", str(tmp_path / target)]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err
+
+
+def test_help_spells_out_the_loop_and_model_interfaces(capsys):
+    with pytest.raises(SystemExit):
+        main(["check-loop", "--help"])
+    out = capsys.readouterr().out
+    assert "my_loop(model, task, tools, *, max_steps, token_budget)" in out
+    assert "model(messages, tool_definitions) -> reply dict" in out
+    assert '{"answer": str | None, "stop_reason": str}' in out
+
+
+def test_a_loop_with_the_wrong_signature_gets_one_message_with_the_right_one(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.write_text("def my_loop(model, task, tools):\n"
+                    "    return {'answer': None, 'stop_reason': 'max_steps'}\n")
+    assert main(["check-loop", str(loop)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "score:" not in captured.err
+    assert captured.err.count("unexpected keyword argument 'max_steps'") == 1
+    assert "my_loop(model, task, tools, *, max_steps, token_budget)" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_calling_the_model_as_in_the_early_lessons_is_explained_once(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.write_text(
+        "def my_loop(model, task, tools, *, max_steps, token_budget):\n"
+        "    messages = [{'role': 'user', 'content': task}]\n"
+        "    model(system='', messages=messages, tools=tools.definitions, max_tokens=1024)\n")
+    assert main(["check-loop", str(loop)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("in this exercise the model is called as "
+                     "model(messages, tool_definitions)") == 1
+    assert "the LLM protocol of lessons 01-05" in err and "at line 3 of my_loop" in err

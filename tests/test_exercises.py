@@ -190,6 +190,41 @@ def test_a_loop_with_the_wrong_signature_gets_a_hint_not_a_crash():
     assert text.startswith("raised TypeError") and "def my_loop(model, task, tools, *" in text
 
 
+def test_a_wrong_signature_is_reported_once_and_the_other_behaviours_are_not_run():
+    def no_keywords(model, task, tools):
+        return {"answer": None, "stop_reason": "max_steps"}
+
+    report = check(no_keywords)
+    assert report.interface_problem == detail(report, "happy path")
+    assert all(detail(report, n).startswith("not run: fix how the loop is called first")
+               for n in NAMES[1:])
+
+
+def test_calling_the_model_with_the_llm_protocols_keywords_explains_the_exercises_call():
+    def keyword_call(model, task, tools, *, max_steps, token_budget):
+        model(system="", messages=[{"role": "user", "content": task}],
+              tools=tools.definitions, max_tokens=1024)
+
+    report = check(keyword_call)
+    assert report.score == 0
+    assert report.interface_problem.startswith(
+        "raised ModelCallError: the loop called model(system=..., messages=..., tools=..., "
+        "max_tokens=...), the LLM protocol of lessons 01-05; in this exercise the model is "
+        "called as model(messages, tool_definitions)")
+
+
+def test_a_loop_that_swallows_a_wrong_model_call_is_still_told_how_to_call_the_model():
+    def swallow(model, task, tools, *, max_steps, token_budget):
+        try:
+            model([{"role": "user", "content": task}], tools.definitions, 1024)
+        except TypeError:
+            pass
+        return {"answer": None, "stop_reason": "max_steps"}
+
+    report = check(swallow)
+    assert report.interface_problem.startswith("the loop called model(list, list, int);")
+
+
 @pytest.mark.parametrize("value", [None, "5900", {"answer": "x"},
                                    {"answer": "x", "stop_reason": "done"},
                                    {"answer": 5900, "stop_reason": "end_turn"}])

@@ -1,8 +1,10 @@
 """``python -m primer check-loop FILE[:FUNCTION]``: run the coding round's checker on a file.
 
 Loads ``FUNCTION`` (default ``my_loop``) from the Python file ``FILE`` and runs
-:func:`primer.exercises.check_loop` on it: one line per behaviour and the score. Exit status
-0 on full marks, 1 when a behaviour failed, 2 when the file or function cannot be loaded.
+:func:`primer.exercises.check_loop` on it: one line per behaviour and the score. A loop that
+cannot be called the way the checker calls it (:data:`INTERFACE`), or that calls the model
+another way, gets one message saying so instead. Exit status 0 on full marks, 1 when a
+behaviour failed or the interface is wrong, 2 when the file or function cannot be loaded.
 """
 
 from __future__ import annotations
@@ -15,13 +17,34 @@ from typing import Any
 
 USAGE_ERROR = 2
 
+#: The interface the checker expects (as in :mod:`primer.exercises`; shown by ``--help``).
+INTERFACE = """\
+Your function is called as
+  my_loop(model, task, tools, *, max_steps, token_budget)
+and returns {"answer": str | None, "stop_reason": str}:
+  the answer and "end_turn", or None and one of max_tokens, refusal, token_budget,
+  loop_detected, max_steps.
+
+  model(messages, tool_definitions) -> reply dict
+      one model call: messages is the whole history (Anthropic-shape dicts, starting with
+      {"role": "user", "content": task}); tool_definitions is tools.definitions. The reply
+      is {"content": [text and tool_use blocks], "stop_reason": "end_turn" | "tool_use" |
+      "max_tokens" | "refusal", "usage": {"input_tokens": int, "output_tokens": int}}.
+      (Not the LLM protocol model(system=..., messages=..., tools=..., max_tokens=...).)
+  task        the user's request, a string
+  tools       a dict name -> function: call tools[name](**tool_use_input)
+  max_steps   the most model calls the run may make
+  token_budget  the most input + output tokens it may use, summed over every reply's usage
+"""
+
 
 def register(subparsers: Any) -> None:
     """Add the ``check-loop`` sub-command to ``subparsers``."""
     p = subparsers.add_parser(
         "check-loop", help="check your own agent loop against the lesson 14 battery",
         description="Run your loop function against scripted models that misbehave, and "
-                    "print what passed and what did not.")
+                    "print what passed and what did not.",
+        epilog=INTERFACE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="FILE[:FUNCTION]",
                    help="a Python file and the loop function in it (default my_loop)")
     p.set_defaults(func=run)
@@ -61,5 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     from primer.exercises import check_loop  # imports the order scenario: only when used
 
-    report = check_loop(fn)
+    report = check_loop(fn, show=False)
+    if report.interface_problem:
+        print(f"check-loop: {getattr(fn, '__name__', 'your loop')} cannot be checked: "
+              f"{report.interface_problem}\n\n{INTERFACE}",
+              file=sys.stderr)
+        return 1
+    print(report)
     return 0 if report.score == report.total else 1
