@@ -33,11 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen sub-command; returns the process exit code."""
+    """Parse ``argv`` and run the chosen sub-command; returns the process exit code.
+
+    With no sub-command it prints a one-line hint and the help on stderr and returns 2.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
+        print("python -m primer: choose a command, e.g. python -m primer demo orders",
+              file=sys.stderr)
+        parser.print_help(sys.stderr)
         return 2
     return int(args.func(args) or 0)
 

@@ -7,6 +7,7 @@ the last ones run the course's real order-A123 demos.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,49 @@ def test_a_paused_demo_with_a_checkpoint_dir_prints_the_approve_and_resume_comma
     assert main(["approve", str(checkpoint), call_id, "--yes"]) == 0
     assert main(["resume", str(checkpoint), "--scenario", "refund"]) == 0
     assert "Refunded 40.00 USD" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- output paths
+
+def test_a_trace_in_a_missing_directory_exits_2_and_creates_nothing(fake_demos, tmp_path,
+                                                                    capsys):
+    target = tmp_path / "missing" / "dir" / "t.jsonl"
+    assert main(["demo", "tiny", "--trace", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert f"the directory {target.parent} does not exist" in captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_dir_whose_parent_is_missing_exits_2_and_creates_nothing(
+        fake_demos, tmp_path, capsys):
+    assert main(["demo", "tiny", "--checkpoint-dir", str(tmp_path / "a" / "b")]) == 2
+    assert f"the directory {tmp_path / 'a'} does not exist" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_trace_the_os_refuses_to_write_is_one_line_and_exit_2(fake_demos, capsys):
+    assert main(["demo", "tiny", "--trace", "/proc/x.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert err == "demo: cannot use /proc/x.jsonl: No such file or directory\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_checkpoint_dir_the_os_refuses_is_one_line_and_exit_2(tmp_path, monkeypatch,
+                                                                 capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PRIMER_REFUND_LEDGER", raising=False)
+    assert main(["demo", "refund", "--checkpoint-dir", "/proc/forbidden"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("demo: cannot use /proc/forbidden") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- no command
+
+def test_no_command_prints_a_hint_then_the_help_and_exits_2(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    first, rest = err.split("\n", 1)
+    assert first == "python -m primer: choose a command, e.g. python -m primer demo orders"
+    assert rest.startswith("usage: python -m primer")

@@ -8,7 +8,10 @@ and the run's summary, and for a run that ended with ``end_turn`` the model's an
 ``ANTHROPIC_API_KEY`` it says how to set one and exits with code 2.
 
 Every stop cause exits with code 0: a stop is the run's outcome, not a failure of the
-command. An unknown name exits with code 2 and lists the known names.
+command. An unknown name exits with code 2 and lists the known names. So does an output path
+that cannot be used (:mod:`primer.commands.paths`): ``--trace FILE`` needs FILE's directory
+to exist (none is created), ``--checkpoint-dir DIR`` may create DIR but not its parents, and
+an ``OSError`` while writing either is reported in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from typing import Any
 
 from primer.agents import AgentResult, StopCause
+from primer.commands.paths import os_error_line, output_dir_problem, output_file_problem
 from primer.scenarios import Scenario, all_demos, get_demo
 
 #: Exit code for a command-line usage error (the convention argparse follows).
@@ -49,7 +53,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out ``demo``; returns the exit code (0, or 2 for an unknown or missing name)."""
+    """Carry out ``demo``; returns the exit code (0, or 2 for an unknown or missing name or
+    an output path that cannot be used)."""
     if args.list:
         print(list_text(all_demos()))
         return 0
@@ -63,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: {e.args[0]}. Run `python -m primer demo --list` for descriptions.",
               file=sys.stderr)
         return USAGE_ERROR
+    problem = ((args.trace and output_file_problem(args.trace, "--trace"))
+               or (args.checkpoint_dir
+                   and output_dir_problem(args.checkpoint_dir, "--checkpoint-dir")))
+    if problem:
+        print(f"demo: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     llm = None
     if getattr(args, "claude", False):
         from primer.agents.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
@@ -74,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
         llm = ClaudeLLM()
         print(f"(running against Claude: {llm.model})", file=sys.stderr)
     overrides = {"checkpoint_dir": args.checkpoint_dir} if args.checkpoint_dir else {}
-    result = scenario.run(trace=getattr(args, "trace", None), llm=llm, **overrides)
+    try:
+        result = scenario.run(trace=args.trace, llm=llm, **overrides)
+    except OSError as e:
+        print(os_error_line("demo", e), file=sys.stderr)
+        return USAGE_ERROR
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0

@@ -1,7 +1,8 @@
 """``python -m primer replay FILE``: re-run a recorded trace offline and report divergence.
 
 The model's replies come from the trace; the tools are a demo's tools as they are now
-(``--demo NAME``, or by default the demo whose tool names match the ones the trace offered).
+(``--scenario NAME``, as ``resume`` names it; ``--demo NAME`` is kept as a hidden alias;
+by default the demo whose tool names match the ones the trace offered).
 Prints what was recorded, what the replay did and the first step where they differ.
 Exit codes: 0 the replay matches; 1 it diverged; 2 the trace or the demo could not be used.
 """
@@ -26,8 +27,10 @@ def register(subparsers: Any) -> None:
         description="Replay a recorded run with its recorded model replies and today's tools; "
                     "report the first step whose tool results differ.")
     p.add_argument("file", metavar="FILE", help="the trace file (JSON Lines)")
-    p.add_argument("--demo", metavar="NAME",
-                   help="take the tools from this demo (default: the demo whose tools match)")
+    p.add_argument("--scenario", metavar="NAME",
+                   help="take the tools from this scenario, as in `demo NAME` (default: the "
+                        "one whose tool names match the trace's)")
+    p.add_argument("--demo", dest="scenario", help=argparse.SUPPRESS)  # the older name
     p.set_defaults(func=run)
 
 
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Replay and print the report; returns the exit code."""
     try:
         trace = load_trace(args.file)
-        demo = get_demo(args.demo) if args.demo else demo_for(trace)
+        demo = get_demo(args.scenario) if args.scenario else demo_for(trace)
     except (TraceError, KeyError, LookupError) as e:
         print(f"replay: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return USAGE_ERROR
