@@ -100,7 +100,7 @@ def test_a_refusal_reply_is_served_in_the_refusal_field():
 # ---------------------------------------------------------------- through the openai client
 
 openai = pytest.importorskip("openai", reason="the optional `openai` extra is not installed "
-                                              "(pip install 'agent-loop-primer[openai]')")
+                                              "(.venv/bin/pip install -e '.[openai]')")
 
 ran: list[str] = []
 

@@ -27,7 +27,7 @@ usage                       ``prompt_tokens`` (cached part in ``prompt_tokens_de
 ==========================  =============================================================
 
 :class:`OpenAICompatLLM` is the :class:`~primer.agents.llm.LLM`; it imports ``openai`` (the
-optional extra ``pip install agent-loop-primer[openai]``) only when constructed. The pure
+optional extra: ``.venv/bin/pip install -e '.[openai]'``) only when constructed. The pure
 functions below need no ``openai`` and also serve the local test server.
 Source of the wire format: the OpenAI API reference, "Chat Completions".
 """
@@ -234,8 +234,8 @@ class OpenAICompatLLM:
             import openai
         except ImportError as e:
             raise PermanentModelError(
-                "OpenAICompatLLM needs the `openai` package: pip install "
-                "'agent-loop-primer[openai]' (or pip install openai)") from e
+                "OpenAICompatLLM needs the `openai` package: install the optional "
+                "extra with .venv/bin/pip install -e '.[openai]'") from e
         self._openai = openai
         self.model = model
         self.client = client or openai.OpenAI(base_url=base_url, api_key=api_key or "unused",
