@@ -145,17 +145,17 @@ def run_mini(model: TextModel, task: str, tools: dict[str, Callable[..., Any]], 
         return MiniResult(answer, reason, rows, total, messages)
 
     for step in range(1, max_steps + 1):
-        text = model(messages)                              # 1. call the model
+        text = model(messages)                              # 1-2. perceive, reason
         tokens = prompt_tokens + estimate_tokens(text)
         total += tokens
         append("assistant", text)
         row = {"step": step, "model wrote": text, "observation": "", "tokens": tokens,
                "total": total}
         rows.append(row)
-        action, problem = parse_reply(text)                 # 2. read its reply
+        action, problem = parse_reply(text)                 # 3. plan: the action it chose
         if action is not None and "answer" in action:
             return stop(str(action["answer"]), "answer")
-        if total > token_budget:                            # 3. the harness's exits
+        if total > token_budget:                            # the harness's exits
             return stop(None, "token_budget")
         if action is None:
             result = observation(None, problem or "", True)
