@@ -38,7 +38,10 @@ import anthropic
 from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
 from .messages import Block, Message
 
-#: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set.
+#: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set. Runs are priced at
+#: ``AgentConfig().prices`` (the course's reference 5 / 25 USD per million input / output
+#: tokens), not at this model's price: pass ``AgentConfig(prices=Prices(3, 15))`` for its
+#: list price.
 DEFAULT_MODEL = "claude-sonnet-4-6"
 #: The environment variable that overrides :data:`DEFAULT_MODEL`.
 MODEL_ENV_VAR = "PRIMER_CLAUDE_MODEL"

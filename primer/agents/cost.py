@@ -26,7 +26,15 @@ from .llm import Usage
 
 @dataclass(frozen=True)
 class Prices:
-    """Prices in USD per million tokens, and the prompt-cache multipliers of the input price."""
+    """Prices in USD per million tokens, and the prompt-cache multipliers of the input price.
+
+    The defaults, 5 USD per million input and 25 USD per million output tokens, are the
+    course's reference prices: every run in the lessons is priced at them, whichever model
+    it names. Real prices depend on the model; set them per run, e.g.
+    ``AgentConfig(prices=Prices(3, 15))`` for ``claude-sonnet-4-6`` (the default model of
+    :class:`~primer.agents.claude.ClaudeLLM`) at its list price. Check the provider's price
+    list: prices change.
+    """
 
     input_per_mtok: float = 5.0
     output_per_mtok: float = 25.0
