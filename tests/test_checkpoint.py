@@ -425,3 +425,56 @@ def test_before_tool_hooks_also_guard_the_calls_a_resume_runs(tmp_path):
                     hooks=BlockTools({"pay"}, "payments are frozen today"))
     assert world.calls["pay"] == 0
     assert next(e for e in result.executions if e.name == "pay").is_error
+
+
+# ---------------------------------------------------------------- traces of the pause path
+
+
+def test_calls_run_at_a_pause_and_at_resume_reach_the_trace_once_each(tmp_path):
+    events: list[tuple[str, dict]] = []
+    w = World()
+    paused = run_agent(ScriptedLLM(payer), "pay ACME", w.tools,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path)),
+                       on_event=lambda kind, data: events.append((kind, data)))
+    ran = [d["name"] for k, d in events if k == "tool_execution"]
+    assert ran == ["balance"]  # it ran at the pause, before any decision
+    approve(paused.checkpoint, "toolu_pay", note="invoice 7 checked")
+    events.clear()
+    resume(paused.checkpoint, ScriptedLLM(payer), w.tools,
+           on_event=lambda kind, data: events.append((kind, data)))
+    assert [d["name"] for k, d in events if k == "tool_execution"] == ["pay"]
+    [decision] = [d for k, d in events if k == "approval"]
+    assert (decision["tool_use_id"], decision["approved"], decision["note"]) == (
+        "toolu_pay", True, "invoice 7 checked")
+    assert w.calls == Counter({"balance": 1, "pay": 1})
+
+
+def test_the_table_of_a_paused_run_shows_the_calls_awaiting_approval(tmp_path):
+    for checkpoint_dir in (None, str(tmp_path)):
+        paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
+                           config=AgentConfig(checkpoint_dir=checkpoint_dir))
+        row = paused.rows()[-1]
+        assert "[awaiting approval] pay(" in row["tool calls"]
+        assert "balance(" in row["tool calls"]
+    # with a checkpoint the lookup ran: its result sits beside the waiting call's mark
+    assert row["results / answer"] == "balance 100; awaiting approval"
+
+
+def test_a_checkpoint_records_the_scenario_it_was_given_and_resume_keeps_it(tmp_path):
+    paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path)), scenario="payments")
+    assert read_checkpoint(paused.checkpoint)["scenario"] == "payments"
+    approve(paused.checkpoint, "toolu_pay")
+    resume(paused.checkpoint, ScriptedLLM(payer), World().tools)
+    assert read_checkpoint(paused.checkpoint)["scenario"] == "payments"
+    bare = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
+                     config=AgentConfig(checkpoint_dir=str(tmp_path / "b")))
+    assert "scenario" not in read_checkpoint(bare.checkpoint)  # optional: older files lack it
+
+
+def test_listing_one_checkpoint_file_shows_that_file_and_its_calls(tmp_path):
+    paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    [info] = list_checkpoints(paused.checkpoint)
+    assert info.status == "awaiting_approval"
+    assert [c["tool_use_id"] for c in info.calls] == ["toolu_pay"]

@@ -65,3 +65,40 @@ def test_approve_needs_yes_or_no(paused):
 def test_approvals_list_of_a_missing_directory_exits_1(tmp_path, capsys):
     assert main(["approvals", "list", str(tmp_path / "nowhere")]) == 1
     assert "no such directory" in capsys.readouterr().err
+
+
+def test_approve_prints_the_resume_command_with_the_recorded_scenario(paused, capsys):
+    assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert f"python -m primer resume {paused.checkpoint} --scenario refund`" in out
+    assert "NAME" not in out
+
+
+def test_resume_without_scenario_uses_the_one_the_checkpoint_records(paused, capsys):
+    assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes"]) == 0
+    assert main(["resume", paused.checkpoint]) == 0
+    assert "Refunded 40.00 USD" in capsys.readouterr().out
+
+
+def test_resume_with_the_wrong_scenario_suggests_the_recorded_one(paused, capsys):
+    assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes"]) == 0
+    assert main(["resume", paused.checkpoint, "--scenario", "orders"]) == 1
+    err = capsys.readouterr().err
+    assert "issue_refund" in err and "--scenario refund" in err
+
+
+def test_resume_of_a_checkpoint_without_a_scenario_asks_for_one(tmp_path, capsys):
+    from primer.agents import AgentConfig, run_agent
+
+    demo = get_demo("refund")
+    paused = run_agent(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path / "bare")))
+    assert main(["resume", paused.checkpoint]) == 2
+    assert "pass --scenario NAME" in capsys.readouterr().err
+
+
+def test_approvals_list_of_one_checkpoint_file_shows_its_calls(paused, capsys):
+    assert main(["approvals", "list", paused.checkpoint]) == 0
+    out = capsys.readouterr().out
+    assert "is one checkpoint file" in out and "no such directory" not in out
+    assert f"{paused.pending[0]['id']}  issue_refund(" in out

@@ -75,7 +75,8 @@ def test_rejected_the_model_takes_another_path_and_nothing_is_paid(ledger, tmp_p
     result = resume(paused.checkpoint, scenario.make_llm(), scenario.make_tools())
     assert result.stop_cause is StopCause.END_TURN
     assert "rejected" in result.final_text and "replacement" in result.final_text
-    assert "the photo shows no damage" in result.final_text
+    assert "the photo shows no damage" in result.final_text  # the person's note, passed on
+    assert "Do not retry" not in result.final_text  # the harness's words stay with the model
     assert ledger.refunds() == []
 
 
@@ -123,3 +124,73 @@ def test_an_order_is_never_refunded_more_than_was_paid_even_under_new_keys(ledge
     second = refund("toolu_b")
     assert second.is_error and "already been refunded 65.00 of the 65.00 USD" in second.content
     assert len(ledger.refunds("R-1003")) == 1
+
+
+def test_two_separate_requests_for_one_order_get_different_tool_use_ids(ledger, tmp_path):
+    demo = get_demo("refund")
+    first = demo.run(checkpoint_dir=str(tmp_path / "ck"))
+    second = demo.run(checkpoint_dir=str(tmp_path / "ck"))
+    assert first.pending[0]["id"] != second.pending[0]["id"]
+    ids = [b["id"] for m in first.messages if m["role"] == "assistant"
+           for b in m["content"] if b["type"] == "tool_use"]
+    tags = {i.split("_")[2] for i in ids}
+    assert len(ids) == len(set(ids)) == 3 and len(tags) == 1  # one run, one tag
+
+
+def test_a_run_resumed_in_a_new_process_keeps_its_run_tag(ledger, tmp_path):
+    demo = get_demo("refund")
+    paused = demo.run(checkpoint_dir=str(tmp_path / "ck"))
+    approve(paused.checkpoint, paused.pending[0]["id"])
+    done = resume(paused.checkpoint, demo.make_llm(), demo.make_tools())
+    assert done.stop_cause is StopCause.END_TURN
+    tags = {b["id"].split("_")[2] for m in done.messages if m["role"] == "assistant"
+            for b in m["content"] if isinstance(m["content"], list) and b["type"] == "tool_use"}
+    assert len(tags) == 1
+
+
+def test_a_second_request_for_an_order_refunded_in_full_is_refused_with_a_clear_answer(
+        ledger, tmp_path):
+    demo = get_demo("refund")
+    answers = []
+    for _ in range(2):
+        paused = demo.run(checkpoint_dir=str(tmp_path / "ck"))
+        approve(paused.checkpoint, paused.pending[0]["id"])
+        answers.append(resume(paused.checkpoint, demo.make_llm(), demo.make_tools()).final_text)
+    assert answers[0].startswith("Refunded 40.00 USD for order R-1001")
+    assert "did not refund order R-1001 again" in answers[1]
+    assert "Nothing new was paid" in answers[1] and "Refunded" not in answers[1]
+    assert len(ledger.refunds("R-1001")) == 1
+
+
+def test_a_duplicate_answer_from_the_ledger_is_reported_as_nothing_new_paid(ledger):
+    from primer.agents import user_message
+    from primer.agents.messages import assistant_message, tool_result_block
+    from primer.scenarios.refunds import decide
+
+    task = user_message("Order R-1001 arrived broken. Please refund the customer in full.")
+    first = decide([task])
+    looked_up = [task, assistant_message(first.content), user_message([tool_result_block(
+        first.tool_uses[0]["id"], json.dumps(ORDERS["R-1001"]), False)])]
+    ask = decide(looked_up)
+    refund_id, lookup_id = (b["id"] for b in ask.tool_uses)
+    book, _ = ledger.issue("idem-earlier", "R-1001", 40.0, "broken")
+    dup = {"refund_id": book.refund_id, "order_id": "R-1001", "amount_usd": 40.0,
+           "status": "already issued (same idempotency key)"}
+    history = [*looked_up, assistant_message(ask.content), user_message([
+        tool_result_block(refund_id, json.dumps(dup), False),
+        tool_result_block(lookup_id, json.dumps({"name": "Priya Nair"}), False)])]
+    answer = decide(history).text
+    assert "had already been refunded" in answer and "nothing new was paid" in answer
+    assert not answer.startswith("Refunded")
+
+
+def test_with_a_checkpoint_dir_the_ledger_lives_beside_the_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.delenv(LEDGER_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    paused = get_demo("refund").run(checkpoint_dir="ck")
+    approve(paused.checkpoint, paused.pending[0]["id"])
+    done = primer_cli("resume", str(tmp_path / paused.checkpoint))  # scenario from the file
+    assert done.returncode == 0, done.stderr
+    assert "Refunded 40.00 USD" in done.stdout
+    assert len(RefundLedger(tmp_path / "ck" / "refund_ledger.sqlite").refunds()) == 1
+    assert not (tmp_path / "refund_ledger.sqlite").exists()

@@ -283,3 +283,25 @@ def test_trace_totals_include_failed_model_attempts_that_were_retried(tmp_path):
     rows = load_trace(path).rows()
     assert rows[-1]["tokens so far"] == result.usage.total_tokens
     assert rows[-1]["cost so far USD"] == f"{result.cost_usd:.4f}"
+
+
+def test_a_run_paused_with_a_checkpoint_traces_what_ran_and_replays_without_divergence(
+        tmp_path, monkeypatch):
+    from primer.scenarios import get_demo
+    from primer.scenarios.refunds import LEDGER_ENV
+
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger.sqlite"))
+    demo = get_demo("refund")
+    path = tmp_path / "refund.jsonl"
+    paused = demo.run(checkpoint_dir=str(tmp_path / "ck"), trace=path)
+    ran = [e["name"] for e in lines(path) if e["event"] == "tool_execution"]
+    assert ran == [e.name for e in paused.executions] == ["get_order", "lookup_customer"]
+    trace = load_trace(path)
+    last = trace.rows()[-1]
+    assert last["tool calls"].startswith("[awaiting approval] issue_refund(")
+    assert "not run" not in last["tool calls"] and "lookup_customer(" in last["tool calls"]
+    assert trace.messages() == paused.messages  # a pause ends on the model's reply
+    result = replay(trace, demo.make_tools())
+    assert result.matches, result.report()
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == [
+        ".run-001.json.lock", "run-001.json"]  # the replay wrote no checkpoint of its own

@@ -618,7 +618,8 @@ def _json_text(text: str) -> str:
 def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               system: str = "", config: AgentConfig | None = None,
               on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
-              hooks: Any = None, output_model: Any = None) -> AgentResult:
+              hooks: Any = None, output_model: Any = None,
+              scenario: str | None = None) -> AgentResult:
     """Run the agent loop on ``task`` until one of its exits fires.
 
     ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
@@ -631,7 +632,8 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     ``output_model``, a pydantic model class, is the shape the final answer must have (JSON
     text); an answer that fails gets ``config.output_retries`` corrective turns, then the run
     stops with ``invalid_output`` and ``final_text`` is ``None``; on success
-    ``AgentResult.output`` holds the validated instance.
+    ``AgentResult.output`` holds the validated instance. ``scenario``, the name of the demo
+    the run belongs to, is recorded in its checkpoint (if one is written).
 
     Returns an :class:`AgentResult`; never raises for bad model output or failing tools.
     Exceptions from the model call end the run with ``model_error`` (work so far kept),
@@ -649,7 +651,7 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     state.prompt_estimate = estimate_tokens(system) + estimate_tokens(state.tool_defs)
     if config.checkpoint_dir is not None:
         from .checkpoint import Checkpoint
-        state.checkpoint = Checkpoint(Path(config.checkpoint_dir))
+        state.checkpoint = Checkpoint(Path(config.checkpoint_dir), scenario=scenario)
     state.emit("run_start", task=task, system=system, config=config.to_dict(),
                tools=state.tool_defs)
     state.append(user_message(task))
@@ -785,16 +787,26 @@ def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -
 
 def record_executions(state: RunState, executions: list[ToolExecution]) -> None:
     """Add one reply's results to its step and the error window; append them as one message."""
-    step = state.steps[-1]
-    step.executions.extend(executions)
+    state.steps[-1].executions.extend(executions)
+    account_executions(state, executions)
+    state.append(user_message([e.result_block() for e in executions]))
+
+
+def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
+    """Count calls that just ran: usage of models inside them, the error window, and one
+    ``tool_execution`` event each for the trace.
+
+    Every path that runs a tool calls this exactly once per execution (the loop, and the
+    checkpoint's pause and resume), so a trace lists every call that ran.
+    """
+    index = state.steps[-1].index
     for e in executions:
         if e.usage is not None:  # models that ran inside the tool (a sub-agent)
             state.usage = state.usage + e.usage
             state.cost_usd += e.cost_usd
         state.recent_errors.append(e.is_error)
         if state.on_event is not None:
-            state.emit("tool_execution", step=step.index, **e.to_dict())
-    state.append(user_message([e.result_block() for e in executions]))
+            state.emit("tool_execution", step=index, **e.to_dict())
 
 
 def finish(state: RunState, stop: Stop, reply: Reply | None) -> AgentResult:
@@ -873,9 +885,34 @@ def summarize(steps: list[Step], stop: Stop) -> str:
     return f"{head.rstrip('.')}. {'; '.join(parts)}."
 
 
+def call_cells(tool_uses: list[Block], ran: list[dict[str, Any]],
+               unrun: str = "awaiting approval") -> tuple[str, str]:
+    """The "tool calls" and "results" cells of one table row (see :func:`format_trace_table`).
+
+    ``tool_uses`` are the reply's calls; ``ran`` the results it got, as dicts with
+    ``tool_use_id``, ``name``, ``input``, ``content`` and ``is_error`` (a
+    :class:`ToolExecution`'s ``to_dict()``, or a trace's ``tool_execution`` event). A
+    requested call with no result is listed in request order as ``[unrun] name(input)`` (the
+    mark first, so a cut cell still shows it), with ``unrun`` as its result: only a pause
+    for approval leaves calls unanswered (every other stop answers them with ``not_run``
+    results, see :func:`finish`).
+    """
+    def result(x: dict[str, Any]) -> str:
+        return ("error: " if x["is_error"] else "") + str(x["content"])
+
+    by_id = {x["tool_use_id"]: x for x in ran}
+    if all(b.get("id") in by_id for b in tool_uses):
+        return ("; ".join(f"{x['name']}({_compact(x['input'])})" for x in ran) or "-",
+                "; ".join(map(result, ran)))
+    calls = "; ".join(("" if b.get("id") in by_id else f"[{unrun}] ")
+                      + f"{b.get('name')}({_compact(b.get('input'))})" for b in tool_uses)
+    results = "; ".join(result(by_id[b.get("id")]) if b.get("id") in by_id else unrun
+                        for b in tool_uses)
+    return calls, results
+
+
 def _step_row(s: Step) -> dict[str, Any]:
-    calls = "; ".join(f"{e.name}({_compact(e.input)})" for e in s.executions) or "-"
-    results = "; ".join(("error: " if e.is_error else "") + e.content for e in s.executions)
+    calls, results = call_cells(s.reply.tool_uses, [e.to_dict() for e in s.executions])
     if not s.executions:
         results = s.reply.text or "-"
     return {"step": s.index, "stop_reason": s.reply.stop_reason, "tool calls": calls,

@@ -9,7 +9,10 @@ later:
 * every call of the paused reply (``tool_use`` id, name, exact ``input``), whether it needs
   approval or changes the world, its state (``waiting`` → ``started`` → ``done``), the
   idempotency key it was given, its result once it has one, and the person's decision;
-* usage and cost so far, the loop-detection counts, and the steps taken.
+* usage and cost so far, the loop-detection counts, and the steps taken;
+* optionally ``scenario``, the name of the demo that started the run
+  (:meth:`primer.scenarios.Scenario.run` records it), so ``python -m primer resume`` can
+  rebuild the run's model and tools without being told.
 
 Calls of that reply that need no approval run first, once; their results are recorded.
 :func:`approve` / :func:`reject` record a decision keyed by ``tool_use`` id (from any
@@ -64,15 +67,15 @@ from .agent_loop import (
     Stop,
     StopCause,
     _registry_for_run,
+    account_executions,
     check_budgets_after_tools,
     check_no_progress,
     continue_run,
     finish,
-    record_executions,
 )
 from .hooks import as_hook_list, with_hooks
 from .llm import LLM, Reply, Usage
-from .messages import Block, tool_use_block
+from .messages import Block, tool_use_block, user_message
 from .production import ToolRunner
 from .tools import Tool, ToolExecution, ToolRegistry, execute_tools, idempotency_key
 
@@ -151,6 +154,7 @@ CHECKPOINT_SCHEMA: dict[str, Any] = {
                             "final_text": {"type": ["string", "null"]}}},
         ]},
         "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+        "scenario": {"type": "string", "minLength": 1},
     },
 }
 
@@ -343,6 +347,7 @@ class Checkpoint:
     directory: Path
     path: Path | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    scenario: str | None = None  #: the demo that started the run, recorded in the file
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _held: int = field(default=0, repr=False)
 
@@ -388,6 +393,8 @@ class Checkpoint:
                 "stop_cause": result.stop_cause.value, "stop_detail": result.stop_detail,
                 "summary": result.summary, "final_text": result.final_text},
         }
+        if self.scenario:
+            body["scenario"] = self.scenario
         body["digest"] = _digest(body)
         write_json_atomic(self.path, body)
         self.data = body
@@ -409,7 +416,9 @@ class Checkpoint:
                                   for b in reply.tool_uses]
             self.save(state, "awaiting_approval")
             ready = [c for c in self.data["calls"] if not c["needs_approval"]]
-            state.steps[-1].executions.extend(self.run_calls(registry, state, ready))
+            ran = self.run_calls(registry, state, ready)
+            state.steps[-1].executions.extend(ran)
+            account_executions(state, ran)
             return finish(state, stop, reply)
 
     def run_reply(self, registry: ToolRegistry, state: RunState,
@@ -603,6 +612,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
                 from None
         registry = _registry_for_run(tools, config)
         ckpt.data = data
+        ckpt.scenario = data.get("scenario")
         state = _state_from(data, ckpt, config, registry.definitions(), on_event)
         state.hooks = as_hook_list(hooks)
         if data["status"] == "finished":
@@ -626,12 +636,19 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
                 f"tools the run started with. Nothing was run.")
         if calls:
             state.emit("resume", path=str(path), calls=[c["tool_use_id"] for c in calls])
+            for c in calls:
+                if c["decision"] is not None and c["state"] != "done":
+                    state.emit("approval", step=state.model_calls, tool_use_id=c["tool_use_id"],
+                               name=c["name"], approved=c["decision"]["approved"],
+                               note=c["decision"]["note"])
+            ran_before = {c["tool_use_id"] for c in calls if c["state"] == "done"}
             ckpt.save(state, "running")
             executions = ckpt.run_calls(registry, state, calls)
-            ids = {c["tool_use_id"] for c in calls}  # those that ran before the pause
-            step = state.steps[-1]
-            step.executions = [e for e in step.executions if e.tool_use_id not in ids]
-            record_executions(state, executions)
+            step = state.steps[-1]  # holds the calls that ran at the pause; now all, in order
+            step.executions = [e for e in step.executions if e.tool_use_id not in
+                               {c["tool_use_id"] for c in calls}] + executions
+            account_executions(state, [e for e in executions if e.tool_use_id not in ran_before])
+            state.append(user_message([e.result_block() for e in executions]))
             ckpt.data["calls"] = []
             ckpt.save(state, "running")
             stop = check_budgets_after_tools(state) or check_no_progress(state)
@@ -681,23 +698,29 @@ class CheckpointInfo:
 def list_checkpoints(directory: str | Path) -> list[CheckpointInfo]:
     """Every ``*.json`` checkpoint in ``directory``, sorted by name; bad files as ``invalid``.
 
+    ``directory`` may also be one checkpoint file: the list then holds that file alone.
     Raises :class:`CheckpointError` when ``directory`` does not exist.
     """
     directory = Path(directory)
+    if directory.is_file():
+        return [checkpoint_info(directory)]
     if not directory.is_dir():
-        raise CheckpointError(f"{directory}: no such directory of checkpoints")
-    out = []
-    for p in sorted(directory.glob("*.json")):
-        try:
-            data = read_checkpoint(p)
-        except CheckpointError as e:
-            out.append(CheckpointInfo(p, "invalid", error=str(e).removeprefix(f"{p}: ")))
-            continue
-        gated = [c for c in data["calls"] if c["needs_approval"] and c["state"] != "done"]
-        summary = (data["result"] or {}).get("summary", "") if data["status"] == "finished" \
-            else ""
-        out.append(CheckpointInfo(p, data["status"], data["run_id"], gated, summary))
-    return out
+        raise CheckpointError(f"{directory}: no such directory of checkpoints (or "
+                              f"checkpoint file)")
+    return [checkpoint_info(p) for p in sorted(directory.glob("*.json"))]
+
+
+def checkpoint_info(path: str | Path) -> CheckpointInfo:
+    """One checkpoint file as :class:`CheckpointInfo`; a bad file is ``invalid``, not raised."""
+    p = Path(path)
+    try:
+        data = read_checkpoint(p)
+    except CheckpointError as e:
+        return CheckpointInfo(p, "invalid", error=str(e).removeprefix(f"{p}: "))
+    gated = [c for c in data["calls"] if c["needs_approval"] and c["state"] != "done"]
+    summary = (data["result"] or {}).get("summary", "") if data["status"] == "finished" \
+        else ""
+    return CheckpointInfo(p, data["status"], data["run_id"], gated, summary)
 
 
 # ---------------------------------------------------------------- the approval desk

@@ -46,9 +46,11 @@ it, and reports the first step where the run now differs from the record
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -60,6 +62,7 @@ from .agent_loop import (
     AgentResult,
     EventSink,
     StopCause,
+    call_cells,
     format_trace_table,
     run_agent,
 )
@@ -256,9 +259,11 @@ class Trace:
     def messages(self) -> list[Message]:
         """The message list rebuilt from the record: task, replies, tool results."""
         msgs: list[Message] = [user_message(self.task)]
-        for s in self.steps():
+        steps = self.steps()
+        paused = self.stop_cause is StopCause.AWAITING_APPROVAL
+        for s in steps:
             msgs.append(assistant_message(s.call["reply"]["content"]))
-            if s.executions:
+            if s.executions and not (paused and s is steps[-1]):  # a pause ends on the reply
                 msgs.append(user_message([tool_result_block(x["tool_use_id"], x["content"],
                                                             x["is_error"])
                                           for x in s.executions]))
@@ -270,7 +275,8 @@ class Trace:
         ``request`` is the number of messages sent and the prompt's estimated size (tokens);
         ``in`` / ``out`` are the call's reported prompt and output tokens; ``tokens so far``
         and ``cost so far USD`` are running totals at the run's prices (including any failed
-        model attempts that were retried, from ``model_retry`` events).
+        model attempts that were retried, from ``model_retry`` events). A run that paused for
+        approval lists, on its last step, the calls that ran and those awaiting approval.
         """
         prices = self.config.prices
         retried: dict[int, Usage] = {}  # usage of failed model attempts that were retried
@@ -280,18 +286,19 @@ class Trace:
                     e["usage"])
         total, cost, n_messages = Usage(), 0.0, 1
         rows = []
+        paused_on = len(self.steps()) if self.stop_cause is StopCause.AWAITING_APPROVAL else None
         for s in self.steps():
             reply = s.reply
             for usage in (retried.get(s.index, Usage()), reply.usage):
                 total = total + usage
                 cost += cost_usd(usage, prices)
-            calls = "; ".join(f"{x['name']}({_compact(x['input'])})" for x in s.executions)
-            results = "; ".join(("error: " if x["is_error"] else "") + str(x["content"])
-                                for x in s.executions)
+            unrun = "awaiting approval" if s.index == paused_on else "not run"
+            calls, results = call_cells(reply.tool_uses, s.executions, unrun)
             if not s.executions:
-                asked = ", ".join(str(b.get("name")) for b in reply.tool_uses)
-                calls = f"not run: {asked}" if asked else "-"
                 results = reply.text or "-"
+                if unrun == "not run":
+                    asked = ", ".join(str(b.get("name")) for b in reply.tool_uses)
+                    calls = f"not run: {asked}" if asked else "-"
             rows.append({"step": s.index,
                          "request": f"{n_messages} msgs, ~{s.call.get('prompt_estimate', 0):,} tok",
                          "stop_reason": reply.stop_reason, "tool calls": calls,
@@ -484,15 +491,22 @@ def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *
     secrets redacted). Then the step count, stop cause and final text are
     compared. Needing more model replies than recorded is a divergence, not a crash.
 
-    A run stopped by the wall clock will not stop there again (replays are fast), which
-    shows as a ``stop_cause`` divergence. Raises :class:`TraceError` for an unreadable trace.
+    A run that had a ``checkpoint_dir`` replays with a temporary one, removed afterwards (so a
+    pause runs the calls that need no approval, as it did, and the recorded run's checkpoints
+    are never touched). A run stopped by the wall clock will not stop there again (replays
+    are fast), which shows as a ``stop_cause`` divergence. Raises :class:`TraceError` for an
+    unreadable trace.
     """
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
     llm = ReplayLLM(trace.replies())
-    result = run_agent(llm, trace.task, tools, system=trace.system,
-                       config=config or trace.config, on_event=on_event,
-                       trace=trace_out)
+    config = config or trace.config
+    with tempfile.TemporaryDirectory(prefix="primer-replay-") as scratch:
+        if config.checkpoint_dir is not None:  # same pause path, never the recorded run's files
+            config = dataclasses.replace(config, checkpoint_dir=scratch)
+        result = run_agent(llm, trace.task, tools, system=trace.system, config=config,
+                           on_event=on_event, trace=trace_out)
+    result.checkpoint = None  # the scratch checkpoint is gone
     return ReplayResult(trace, result, _first_divergence(trace, result, llm))
 
 

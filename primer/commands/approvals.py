@@ -4,8 +4,10 @@
   call awaiting a decision (``tool_use`` id, tool, exact arguments, decision so far).
 * ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no [--note TEXT]``: record a
   person's decision for one call. Nothing runs yet.
-* ``python -m primer resume CHECKPOINT --scenario NAME``: continue the run with the scripted
-  model and tools of demo NAME (see ``python -m primer demo --list``), and print how it ended.
+* ``python -m primer resume CHECKPOINT [--scenario NAME]``: continue the run with the scripted
+  model and tools of the demo that started it (recorded in the checkpoint; ``--scenario``
+  overrides it, see ``python -m primer demo --list``), and print how it ended. Tools that
+  keep durable state (the refund ledger) find it beside the checkpoint.
 
 Each can run in a different process, hours apart; the checkpoint file carries the run.
 Exit codes: 0 on success (any stop cause is an outcome, not a failure), 1 when the
@@ -17,9 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from primer.agents.checkpoint import CheckpointError, approve, list_checkpoints, reject, resume
+from primer.agents.checkpoint import (
+    CheckpointError,
+    approve,
+    list_checkpoints,
+    read_checkpoint,
+    reject,
+    resume,
+)
 
 #: Exit codes: a checkpoint that cannot be used; a usage error (argparse's convention).
 BAD_CHECKPOINT = 1
@@ -31,8 +41,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("approvals", help="list checkpoints and the calls awaiting approval",
                               description="Show the checkpoints of paused or finished runs.")
     sub = p.add_subparsers(dest="approvals_command", metavar="ACTION")
-    ls = sub.add_parser("list", help="list the checkpoints in a directory")
-    ls.add_argument("directory", metavar="DIR", help="the run's checkpoint_dir")
+    ls = sub.add_parser("list", help="list the checkpoints in a directory (or one file)")
+    ls.add_argument("directory", metavar="DIR",
+                    help="the run's checkpoint_dir, or one checkpoint file (run-NNN.json)")
     ls.set_defaults(func=run_list)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -53,8 +64,9 @@ def register(subparsers: Any) -> None:
                                           "approved arguments, rejected ones are reported to "
                                           "the model, undecided ones never run.")
     r.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.json)")
-    r.add_argument("--scenario", required=True, metavar="NAME",
-                   help="the demo whose scripted model and tools the run uses, e.g. refund")
+    r.add_argument("--scenario", metavar="NAME",
+                   help="the demo whose scripted model and tools the run uses, e.g. refund "
+                        "(default: the demo recorded in the checkpoint)")
     r.add_argument("--json", action="store_true", help="print the whole result as JSON")
     r.set_defaults(func=run_resume)
 
@@ -73,6 +85,8 @@ def run_list(args: argparse.Namespace) -> int:
         return BAD_CHECKPOINT
     if not infos:
         print(f"no checkpoints in {args.directory}")
+    elif Path(args.directory).is_file():
+        print(f"{args.directory} is one checkpoint file (pass its directory to list them all):")
     for info in infos:
         print(info.describe())
     return 0
@@ -90,23 +104,49 @@ def run_approve(args: argparse.Namespace) -> int:
     arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
     print(f"{verdict} {call['tool_use_id']}: {call['name']}({arguments})"
           + (f" - note: {call['decision']['note']}" if call["decision"]["note"] else ""))
-    print(f"run `python -m primer resume {args.checkpoint} --scenario NAME` to continue")
+    scenario = recorded_scenario(args.checkpoint)
+    option = f" --scenario {scenario}" if scenario else " --scenario NAME"
+    print(f"run `python -m primer resume {args.checkpoint}{option}` to continue")
     return 0
 
 
+def recorded_scenario(checkpoint: str | Path) -> str | None:
+    """The demo name a checkpoint records (``None`` if it records none or cannot be read)."""
+    try:
+        return read_checkpoint(checkpoint).get("scenario")
+    except CheckpointError:
+        return None
+
+
 def run_resume(args: argparse.Namespace) -> int:
-    """``resume CHECKPOINT --scenario NAME``: continue the run and print how it ended."""
+    """``resume CHECKPOINT [--scenario NAME]``: continue the run and print how it ended.
+
+    The demo is ``--scenario`` if given, else the one the checkpoint records.
+    """
     from primer.scenarios import get_demo
 
     try:
-        scenario = get_demo(args.scenario)
+        recorded = read_checkpoint(args.checkpoint).get("scenario")
+    except CheckpointError as e:
+        print(f"resume: {e}", file=sys.stderr)
+        return BAD_CHECKPOINT
+    name = args.scenario or recorded
+    if name is None:
+        print(f"resume: {args.checkpoint} does not record which demo started the run; pass "
+              f"--scenario NAME (see `python -m primer demo --list`).", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        scenario = get_demo(name)
     except KeyError as e:
         print(f"resume: {e.args[0]}", file=sys.stderr)
         return USAGE_ERROR
     try:
-        result = resume(args.checkpoint, scenario.make_llm(), scenario.make_tools())
+        result = resume(args.checkpoint, scenario.make_llm(),
+                        scenario.tools(Path(args.checkpoint).parent))
     except CheckpointError as e:
-        print(f"resume: {e}", file=sys.stderr)
+        hint = (f" The checkpoint was written by the demo {recorded!r}: leave out --scenario "
+                f"or pass --scenario {recorded}." if recorded and recorded != name else "")
+        print(f"resume: {e}{hint}", file=sys.stderr)
         return BAD_CHECKPOINT
     if args.json:
         print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from primer.agents import LLM, AgentConfig, AgentResult, Tool, run_agent
@@ -21,7 +22,9 @@ class Scenario:
 
     ``make_tools`` and ``make_llm`` build fresh tools and a fresh model for each run (tools
     may hold state, such as a ledger; scripted models count their calls). ``config`` holds
-    the limits the lesson uses for this demo.
+    the limits the lesson uses for this demo. ``make_tools_in``, if set, builds the tools
+    for a run that has a checkpoint directory, keeping their durable state there (the refund
+    ledger), so a resume that reads the checkpoint finds the same state: see :meth:`tools`.
     """
 
     name: str
@@ -31,15 +34,25 @@ class Scenario:
     make_llm: Callable[[], LLM]
     config: AgentConfig = field(default_factory=AgentConfig)
     system: str = ""
+    make_tools_in: Callable[[Path], list[Tool]] | None = None
+
+    def tools(self, directory: str | Path | None = None) -> list[Tool]:
+        """Fresh tools for one run; ``directory`` is the run's checkpoint directory, if any
+        (tools that keep durable state keep it there when ``make_tools_in`` is set)."""
+        if directory is not None and self.make_tools_in is not None:
+            return self.make_tools_in(Path(directory))
+        return self.make_tools()
 
     def run(self, config: AgentConfig | None = None, *, trace: Any = None,
             llm: LLM | None = None, **overrides: Any) -> AgentResult:
         """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields;
         ``trace`` (a file path) records the run there (see :mod:`primer.agents.trace`);
-        ``llm`` replaces the scripted model (e.g. a ``ClaudeLLM`` for the same task)."""
+        ``llm`` replaces the scripted model (e.g. a ``ClaudeLLM`` for the same task).
+        A checkpoint the run writes records this demo's name, so ``python -m primer resume``
+        finds the model and tools again."""
         cfg = replace(config or self.config, **overrides) if overrides else (config or self.config)
-        return run_agent(llm or self.make_llm(), self.task, self.make_tools(),
-                         system=self.system, config=cfg, trace=trace)
+        return run_agent(llm or self.make_llm(), self.task, self.tools(cfg.checkpoint_dir),
+                         system=self.system, config=cfg, trace=trace, scenario=self.name)
 
 
 #: name → Scenario, filled by the scenario modules listed in :data:`SCENARIO_MODULES`.

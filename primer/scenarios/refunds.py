@@ -15,14 +15,20 @@ A support agent is asked to refund a broken order. Three tools, built with ``@to
 The scripted model (:func:`decide`) looks the order up; if the amount is within its authority
 (:data:`REFUND_AUTHORITY_USD`) it asks for the refund and, in the same reply, for the
 customer's contact details; if the amount is above it, it hands the task to a person with
-``handoff_to_human``. After the refund call it answers from the result: refunded, or a person
-rejected it (then it says so and proposes a replacement instead of retrying).
+``handoff_to_human``. After the refund call it answers from the result as the tool gave it:
+refunded; already issued under the same key (nothing new paid); refused because the order was
+already refunded; or rejected by a person (then it passes on the person's note and proposes a
+replacement instead of retrying). Like a real model it gives every ``tool_use`` a new id
+(a random run tag in each), so two separate requests never share an idempotency key.
 
 Demos: ``refund`` (order R-1001, 40 USD: pauses for approval) and ``refund-handoff``
-(order R-2002, 1,800 USD: above the agent's authority, hands off).
+(order R-2002, 1,800 USD: above the agent's authority, hands off). :data:`ORDERS` holds a
+few more orders for lessons that ask about others.
 
-The ledger file is ``$PRIMER_REFUND_LEDGER`` if set, else ``refund_ledger.sqlite`` in the
-working directory, so a run and its resume in another process share one ledger. For crash
+The ledger file (:func:`ledger_path`) is ``$PRIMER_REFUND_LEDGER`` if set; else, for a run
+with a checkpoint directory, ``refund_ledger.sqlite`` in that directory, beside the
+checkpoint, where ``python -m primer resume`` finds it again; else ``refund_ledger.sqlite``
+in the working directory. It is created by the first refund paid. For crash
 tests, ``$PRIMER_REFUND_DELAY_S`` (seconds) makes ``issue_refund`` wait before and after its
 ledger write, widening the window in which a process can die mid-call.
 """
@@ -30,11 +36,13 @@ ledger write, widening the window in which a process can die mid-call.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +85,10 @@ ORDERS: dict[str, dict[str, Any]] = {
                "amount_usd": 65.0, "status": "delivered, reported broken"},
     "R-1004": {"order_id": "R-1004", "customer_id": "C-77", "item": "desk lamp",
                "amount_usd": 120.0, "status": "delivered, reported broken"},
+    "R-1005": {"order_id": "R-1005", "customer_id": "C-88", "item": "bamboo cutting board",
+               "amount_usd": 30.0, "status": "delivered, reported broken"},
+    "R-1006": {"order_id": "R-1006", "customer_id": "C-77", "item": "linen tablecloth",
+               "amount_usd": 55.0, "status": "delivered, reported broken"},
 }
 CUSTOMERS: dict[str, dict[str, str]] = {
     "C-77": {"customer_id": "C-77", "name": "Priya Nair", "email": "priya@example.com"},
@@ -160,9 +172,12 @@ def _refund(row: tuple[Any, ...]) -> Refund:
     return Refund(f"rf-{row[0]:04d}", row[1], row[2], row[3], row[4])
 
 
-def ledger_path() -> Path:
-    """The ledger file: ``$PRIMER_REFUND_LEDGER``, else ``./refund_ledger.sqlite``."""
-    return Path(os.environ.get(LEDGER_ENV) or DEFAULT_LEDGER)
+def ledger_path(directory: str | Path | None = None) -> Path:
+    """The ledger file: ``$PRIMER_REFUND_LEDGER`` if set; else ``refund_ledger.sqlite`` in
+    ``directory`` (a run's checkpoint directory) if given; else in the working directory."""
+    if os.environ.get(LEDGER_ENV):
+        return Path(os.environ[LEDGER_ENV])
+    return Path(directory or ".") / DEFAULT_LEDGER
 
 
 def _delay() -> None:
@@ -253,19 +268,45 @@ def _order_id(messages: list[Message]) -> str:
     return m.group(0) if m else "R-0000"
 
 
-def decide(messages: list[Message]) -> Reply:
+def _run_tag(messages: list[Message]) -> str | None:
+    """The run tag of the ids this run's model already gave (``toolu_R1001_<tag>_01_1``)."""
+    for m in messages:
+        if m["role"] == "assistant" and isinstance(m["content"], list):
+            for block in m["content"]:
+                found = _ID.fullmatch(str(block.get("id", ""))) if isinstance(block, dict) \
+                    else None
+                if found:
+                    return found.group(1)
+    return None
+
+
+_ID = re.compile(r"toolu_R\d+_([0-9a-f]{8})_\d{2}_\d+")
+_REFUNDED = re.compile(r"already been refunded ([\d.]+) of the ([\d.]+) USD paid")
+_NOTE = re.compile(r"Their note: (.*)\. Do not retry", re.DOTALL)
+
+
+def decide(messages: list[Message], run_tag: str | None = None) -> Reply:
     """The refund agent's next reply, from the history (a :class:`ScriptedLLM` policy).
 
-    Tool-use ids are built from the order id and the call number (``toolu_R1001_02_1``),
-    so a run resumed in a new process, with a new model object, never reuses an id.
+    Tool-use ids are unique per run, as a real model's are: the order id, a run tag of 8
+    hex digits, the call number and the call's place in the reply
+    (``toolu_R1001_3fa85f64_02_1``). The tag is the one already in the history, else
+    ``run_tag``, else a new random one, so a run resumed in a new process keeps its tag and a
+    second, separate request for the same order gets new ids, and new idempotency keys.
+
+    After the refund call it answers from the result as the tool gave it: ``issued``; a
+    duplicate (``already issued``: nothing new was paid); refused because the order was
+    already refunded; or rejected by a person (it passes on the person's note, not the
+    harness's instructions, and offers a replacement instead of retrying).
     """
     order_id = _order_id(messages)
     n = call_number(messages)
+    tag = _run_tag(messages) or run_tag or uuid.uuid4().hex[:8]
 
     def call(*calls: tuple[str, dict[str, Any]], thought: str) -> Reply:
         blocks = [text_block(thought)]
         for k, (name, args) in enumerate(calls, start=1):
-            blocks.append(tool_use_block(f"toolu_{order_id.replace('-', '')}_{n:02d}_{k}",
+            blocks.append(tool_use_block(f"toolu_{order_id.replace('-', '')}_{tag}_{n:02d}_{k}",
                                          name, args))
         return Reply(blocks, "tool_use")
 
@@ -290,29 +331,56 @@ def decide(messages: list[Message]) -> Reply:
     customer = seen.get("lookup_customer")
     name = json.loads(customer.content)["name"] if customer and not customer.is_error \
         else "the customer"
-    if not refund.is_error:
-        r = json.loads(refund.content)
-        return text_reply(f"Refunded {r['amount_usd']:.2f} USD for order {order_id} "
-                          f"(refund {r['refund_id']}). {name} will get the money back to the "
-                          f"original payment method.")
-    if "rejected" in refund.content:
-        return text_reply(f"I did not refund order {order_id}: a person reviewed the refund "
-                          f"and rejected it. Instead I suggest offering {name} a replacement "
-                          f"{order['item']}. ({refund.content})")
-    return text_reply(f"The refund for order {order_id} did not go through: {refund.content}")
+    return text_reply(_answer(order_id, order, name, refund.content, refund.is_error))
+
+
+def _answer(order_id: str, order: dict[str, Any], name: str, content: str,
+            is_error: bool) -> str:
+    """The answer after the refund call, read honestly from its result."""
+    if not is_error:
+        r = json.loads(content)
+        if r["status"] == "issued":
+            return (f"Refunded {r['amount_usd']:.2f} USD for order {order_id} (refund "
+                    f"{r['refund_id']}). {name} will get the money back to the original "
+                    f"payment method.")
+        return (f"Order {order_id} had already been refunded: refund {r['refund_id']} of "
+                f"{r['amount_usd']:.2f} USD was issued earlier under the same idempotency key, "
+                f"and nothing new was paid this time.")
+    if (done := _REFUNDED.search(content)) is not None:
+        return (f"I did not refund order {order_id} again: {done.group(1)} of the "
+                f"{done.group(2)} USD paid for it has already been refunded, and an order is "
+                f"never refunded more than was paid. Nothing new was paid.")
+    if content.startswith("A person rejected"):
+        note = _NOTE.search(content)
+        why = f" The reviewer's note: {note.group(1)}." if note else ""
+        return (f"I did not refund order {order_id}: a person reviewed the refund and "
+                f"rejected it.{why} Instead I suggest offering {name} a replacement "
+                f"{order['item']}.")
+    return f"The refund for order {order_id} did not go through: {content}"
 
 
 def make_llm() -> ScriptedLLM:
-    """A fresh scripted refund agent."""
-    return ScriptedLLM(decide, name="refund agent")
+    """A fresh scripted refund agent, with a new run tag for its tool_use ids."""
+    return ScriptedLLM(functools.partial(decide, run_tag=uuid.uuid4().hex[:8]),
+                       name="refund agent")
 
 
 CONFIG = AgentConfig(max_steps=6, token_budget=20_000)
 
+
+def refund_tools_in(directory: Path) -> list[Tool]:
+    """The refund tools for a run with a checkpoint directory: the ledger lives there
+    (``directory/refund_ledger.sqlite``, unless ``$PRIMER_REFUND_LEDGER`` is set), so
+    ``python -m primer resume`` finds the same ledger beside the checkpoint."""
+    return refund_tools(ledger_path(directory))
+
+
+_WORLD = dict(make_tools=refund_tools, make_tools_in=refund_tools_in, make_llm=make_llm,
+              config=CONFIG, system=SYSTEM)
 register(Scenario(name="refund", description="refund of 40 USD: pauses for a person's approval",
                   task="Order R-1001 arrived broken. Please refund the customer in full.",
-                  make_tools=refund_tools, make_llm=make_llm, config=CONFIG, system=SYSTEM))
+                  **_WORLD))
 register(Scenario(name="refund-handoff",
                   description="refund of 1,800 USD: above the agent's authority, hands off",
                   task="Order R-2002 arrived broken. Please refund the customer in full.",
-                  make_tools=refund_tools, make_llm=make_llm, config=CONFIG, system=SYSTEM))
+                  **_WORLD))
