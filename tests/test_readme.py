@@ -43,6 +43,5 @@ def test_each_command_the_readme_lists_exists(command):
 def _required(command: str) -> list[str]:
     """Enough arguments for ``command`` to parse (nothing is run)."""
     return {"trace": ["f.jsonl"], "replay": ["f.jsonl"], "approvals": ["dir"],
-            "approve": ["ck.json", "toolu_1", "--yes"], "resume": ["ck.json", "--scenario",
-                                                                    "refund"],
+            "approve": ["ck.json", "toolu_1", "--yes"], "resume": ["ck.json"],
             "check-loop": ["loop.py"], "demo": ["orders"]}.get(command, [])
