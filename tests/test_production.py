@@ -174,9 +174,9 @@ def test_backoff_is_capped_and_a_longer_retry_after_wins():
 def test_bad_retry_settings_are_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="factor must be >= 1"):
         RetryPolicy(factor=0.5)
-    with pytest.raises(ValueError, match="tool_retries and model_retries must be >= 0"):
+    with pytest.raises(ValueError, match="tool_retries must be an integer >= 0"):
         AgentConfig(tool_retries=-1)
-    with pytest.raises(ValueError, match="tool_timeout_s must be > 0"):
+    with pytest.raises(ValueError, match="tool_timeout_s must be a number > 0"):
         AgentConfig(tool_timeout_s=0)
 
 

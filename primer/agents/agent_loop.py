@@ -12,9 +12,10 @@ function below:
 3. a hand-off to a person (:func:`check_handoff`): the ``handoff_to_human`` tool;
 4. loop detection (:func:`check_repeats`): the same tool with the same canonical input
    requested ``repeat_threshold`` times;
-5. the approval gate (:func:`check_approval`): a tool marked ``needs_approval`` pauses;
-6. the step limit (:func:`check_step_limit`): when this was the last model call allowed,
-   the requested tools are *not* run, since no model call would ever read their results;
+5. the step limit (:func:`check_step_limit`): when this was the last model call allowed,
+   the requested tools are *not* run, since no model call would ever read their results
+   (checked before the approval gate, so a run never pauses for a call it could not follow);
+6. the approval gate (:func:`check_approval`): a tool marked ``needs_approval`` pauses;
 7. then the tools run concurrently and all results go back in one user message, in the order
    they were requested; then :func:`check_no_progress` (the last N results all errors).
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import time
 from collections import Counter, deque
@@ -42,7 +44,7 @@ from typing import Any, Literal
 from .context import compact_if_needed
 from .cost import Prices, cost_usd
 from .hooks import as_hook_list, run_after_reply, with_hooks
-from .llm import LLM, Reply, ScriptExhausted, Usage, estimate_tokens
+from .llm import LLM, STOP_REASONS, Reply, ScriptExhausted, Usage, estimate_tokens
 from .messages import Block, Message, assistant_message, text_block, tool_use_block, user_message
 from .production import (
     ModelRetriesExhausted,
@@ -51,7 +53,7 @@ from .production import (
     call_model_with_retries,
     failed_usage,
 )
-from .tools import Tool, ToolExecution, ToolRegistry, execute_tools
+from .tools import Tool, ToolExecution, ToolRegistry, execute_tools, safe_str
 
 
 class StopCause(str, Enum):
@@ -120,7 +122,11 @@ class AgentConfig:
     - ``budget_check``: ``"after"`` stops at the first call whose reported usage takes the
       running total past a budget (it can overshoot by one call); ``"before"`` stops before a
       call that could cross it, counting the prompt's estimated size plus ``max_tokens`` of
-      output, so a budget is never overspent.
+      output, so a budget is never overspent by the model calls the loop makes (the prompt
+      priced as a cache write when that costs more). Usage that arrives another way is
+      counted when it arrives and can take the run past the budget by that much: failed
+      attempts that are retried (lesson 09), sub-agents inside tools and summaries
+      (lesson 12); the next call is then refused.
     - ``cost_budget_usd``: dollars the run may spend at ``prices``; ``None`` for no limit.
     - ``prices``: USD per million tokens (default 5 input / 25 output).
     - ``repeat_threshold``: stop when the same tool with the same input (key order ignored)
@@ -186,40 +192,53 @@ class AgentConfig:
         if isinstance(self.retry, dict):
             self.retry = RetryPolicy(**self.retry)
         problems = []
-        if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
-            problems.append(f"tool_timeout_s must be > 0 seconds or None "
-                            f"(got {self.tool_timeout_s})")
-        if self.tool_retries < 0 or self.model_retries < 0:
-            problems.append(f"tool_retries and model_retries must be >= 0 "
-                            f"(got {self.tool_retries}, {self.model_retries})")
-        if self.max_steps < 1:
-            problems.append(f"max_steps must be at least 1 (got {self.max_steps})")
+
+        def need(name: str, value: Any, *, integer: bool, low: float, above: bool = False,
+                 optional: bool = False, high: float = math.inf, unit: str = "") -> None:
+            """Check one setting: a real number (an int if ``integer``), finite, in range."""
+            if value is None and optional:
+                return
+            kind = "an integer" if integer else "a number"
+            ok_type = (isinstance(value, int) if integer else isinstance(value, int | float)
+                       ) and not isinstance(value, bool)
+            in_range = ok_type and math.isfinite(value) and (
+                value > low if above else value >= low) and value <= high
+            if not in_range:
+                bound = f"> {low:g}" if above else f">= {low:g}"
+                if high < math.inf:
+                    bound += f" and <= {high:g}"
+                problems.append(f"{name} must be {kind} {bound}{unit}"
+                                f"{' or None' if optional else ''} (got {value!r})")
+
+        need("max_steps", self.max_steps, integer=True, low=1)
+        need("token_budget", self.token_budget, integer=True, low=0, above=True,
+             optional=True, unit=" tokens")
+        need("cost_budget_usd", self.cost_budget_usd, integer=False, low=0, above=True,
+             optional=True, unit=" USD")
+        need("repeat_threshold", self.repeat_threshold, integer=True, low=2, optional=True)
+        need("wall_clock_s", self.wall_clock_s, integer=False, low=0, above=True,
+             optional=True, unit=" seconds")
+        need("no_progress_window", self.no_progress_window, integer=True, low=1, optional=True)
+        need("context_window", self.context_window, integer=True, low=1, unit=" tokens")
+        need("context_stop_share", self.context_stop_share, integer=False, low=0, above=True,
+             high=1)
+        need("max_tokens", self.max_tokens, integer=True, low=1, unit=" tokens")
+        need("max_parallel_tools", self.max_parallel_tools, integer=True, low=1)
+        need("tool_timeout_s", self.tool_timeout_s, integer=False, low=0, above=True,
+             optional=True, high=86_400 * 365, unit=" seconds")
+        need("tool_retries", self.tool_retries, integer=True, low=0)
+        need("model_retries", self.model_retries, integer=True, low=0)
+        need("compact_share", self.compact_share, integer=False, low=0, above=True,
+             optional=True, high=0.999999)
+        need("compact_keep_turns", self.compact_keep_turns, integer=True, low=1)
+        need("output_retries", self.output_retries, integer=True, low=0)
+        for name in ("input_per_mtok", "output_per_mtok", "cache_write_multiplier",
+                     "cache_read_multiplier"):
+            need(f"prices.{name}", getattr(self.prices, name), integer=False, low=0,
+                 unit=" (USD per million tokens)" if name.endswith("mtok") else "")
         if self.budget_check not in ("after", "before"):
             problems.append(f"budget_check must be 'after' or 'before' "
                             f"(got {self.budget_check!r})")
-        if self.repeat_threshold is not None and self.repeat_threshold < 2:
-            problems.append(f"repeat_threshold must be at least 2 or None "
-                            f"(got {self.repeat_threshold})")
-        if self.no_progress_window is not None and self.no_progress_window < 1:
-            problems.append(f"no_progress_window must be at least 1 or None "
-                            f"(got {self.no_progress_window})")
-        if not 0 < self.context_stop_share <= 1:
-            problems.append(f"context_stop_share must be in (0, 1] "
-                            f"(got {self.context_stop_share})")
-        if self.max_tokens < 1:
-            problems.append(f"max_tokens must be at least 1 (got {self.max_tokens})")
-        for name, value, unit in (("token_budget", self.token_budget, " or None"),
-                                  ("cost_budget_usd", self.cost_budget_usd, " USD or None"),
-                                  ("wall_clock_s", self.wall_clock_s, " seconds or None"),
-                                  ("context_window", self.context_window, " tokens"),
-                                  ("max_parallel_tools", self.max_parallel_tools, "")):
-            if value is not None and not value > 0:
-                problems.append(f"{name} must be > 0{unit} (got {value})")
-        if self.compact_share is not None and not 0 < self.compact_share < 1:
-            problems.append(f"compact_share must be in (0, 1) or None (got {self.compact_share})")
-        if self.compact_keep_turns < 1 or self.output_retries < 0:
-            problems.append(f"compact_keep_turns must be >= 1 and output_retries >= 0 "
-                            f"(got {self.compact_keep_turns}, {self.output_retries})")
         if problems:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 
@@ -359,6 +378,7 @@ class RunState:
     output_fixes: int = 0  #: corrective turns used so far
     output: Any = None  #: the validated final answer
     compactions: int = 0  #: times older turns were summarised
+    tool_use_ids: set[str] = field(default_factory=set)  #: every tool_use id of the run
 
     @property
     def model_calls(self) -> int:
@@ -428,7 +448,10 @@ def check_budgets_before_call(state: RunState, llm: LLM | None = None) -> Stop |
                     f"output), past the {c.token_budget:,}-token budget; "
                     f"{state.usage.total_tokens:,} used")
     if c.cost_budget_usd is not None:
-        worst_cost = state.cost_usd + cost_usd(worst, c.prices)
+        # the prompt may be billed as a cache write, at a premium over the plain input price
+        as_cache_write = Usage(0, c.max_tokens, cache_creation_input_tokens=prompt)
+        worst_cost = state.cost_usd + max(cost_usd(worst, c.prices),
+                                          cost_usd(as_cache_write, c.prices))
         if worst_cost > c.cost_budget_usd:
             return Stop(StopCause.COST_BUDGET,
                         f"model call {n} could take the run to {worst_cost:.4f} USD, past "
@@ -451,6 +474,13 @@ def check_stop_reason(state: RunState, reply: Reply) -> Stop | None:
     ``pause_turn`` and replies with tool calls continue.
     """
     n = state.model_calls
+    if reply.stop_reason not in STOP_REASONS:
+        calls = len(reply.tool_uses)
+        return Stop(StopCause.MODEL_ERROR,
+                    f"reply {n} has an unknown stop_reason {safe_str(reply.stop_reason)!r}; a "
+                    f"model adapter must map it to one of {', '.join(STOP_REASONS)}"
+                    + (f"; its {calls} tool call{'s' if calls > 1 else ''} did not run"
+                       if calls else ""))
     if reply.stop_reason in _CUT_OFF:
         cause = _CUT_OFF[reply.stop_reason]
         calls = len(reply.tool_uses)
@@ -484,8 +514,16 @@ def check_budgets(state: RunState, reply: Reply) -> Stop | None:
     return None
 
 
-def check_handoff(state: RunState, reply: Reply) -> Stop | None:
-    """Stop with ``handoff`` when the model called ``handoff_to_human``; log its reason."""
+def check_handoff(state: RunState, reply: Reply,
+                  registry: ToolRegistry | None = None) -> Stop | None:
+    """Stop with ``handoff`` when the model called ``handoff_to_human``; log its reason.
+
+    With ``registry``, only the built-in hand-off tool counts: when it was not offered
+    (``offer_handoff=False``), or a user's own tool has that name, the call is an ordinary
+    tool call (an unknown tool, or the user's tool).
+    """
+    if registry is not None and registry.get(HANDOFF_TOOL_NAME) is not handoff_tool():
+        return None
     for block in reply.tool_uses:
         if block.get("name") == HANDOFF_TOOL_NAME:
             args = block.get("input")
@@ -496,11 +534,22 @@ def check_handoff(state: RunState, reply: Reply) -> Stop | None:
     return None
 
 
+def _canonical_value(value: Any) -> Any:
+    """JSON-equal values made identical: 1.0 becomes 1 (JSON Schema treats them as equal)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical_value(v) for v in value]
+    return value
+
+
 def canonical_call(block: Block) -> str:
-    """A key for loop detection: tool name + input as JSON with sorted keys."""
+    """A key for loop detection: tool name + input as JSON with sorted keys (1.0 as 1)."""
     try:
-        args = json.dumps(block.get("input"), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False)
+        args = json.dumps(_canonical_value(block.get("input")), sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
         args = repr(block.get("input"))
     return f"{block.get('name')}:{args}"
@@ -582,14 +631,22 @@ def check_output(state: RunState, reply: Reply) -> Stop | None:
     import pydantic
 
     n = state.model_calls
-    try:
-        state.output = state.output_model.model_validate_json(_json_text(reply.text))
+    try:  # strict: a "1" where the model says int is a failure, not a silent conversion
+        state.output = state.output_model.model_validate_json(_json_text(reply.text),
+                                                              strict=True)
         return Stop(StopCause.END_TURN, f"the model answered on call {n}; the answer passed "
                                         f"{state.output_model.__name__}")
     except pydantic.ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(answer)'}: {err['msg']}"
                              for err in e.errors(include_url=False))
+    except Exception as e:  # noqa: BLE001 - a validator that raises is a failed check
+        problems = f"the check raised {type(e).__name__}: {safe_str(e)}"
     name = state.output_model.__name__
+    over = check_budgets(state, reply)  # no corrective turn once a budget is spent
+    if over is not None:
+        state.emit("output_invalid", step=n, problems=problems, corrective_turn=False)
+        over.detail += f"; the answer had also failed {name}: {problems}"
+        return over
     if state.output_fixes < state.config.output_retries and n < state.config.max_steps:
         state.output_fixes += 1
         schema = json.dumps(state.output_model.model_json_schema(), separators=(",", ":"))
@@ -661,6 +718,9 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
 def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResult:
     """The loop body from any state: call, check, run tools, repeat (see module docstring)."""
     while True:
+        if state.model_calls >= state.config.max_steps:  # e.g. a resumed run with none left
+            return finish(state, Stop(StopCause.MAX_STEPS, f"the step limit of "
+                                      f"{state.config.max_steps} model calls was reached"), None)
         stop = check_wall_clock(state)
         if stop is None:
             compact_if_needed(state)  # summarise older turns past compact_share
@@ -673,9 +733,9 @@ def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResu
         assert reply is not None
         run_after_reply(state, reply)
         stop = (check_stop_reason(state, reply) or check_budgets(state, reply)
-                or check_handoff(state, reply) or check_repeats(state, reply)
-                or check_approval(state, reply, registry)
-                or (check_step_limit(state, reply) if reply.tool_uses else None))
+                or check_handoff(state, reply, registry) or check_repeats(state, reply)
+                or (check_step_limit(state, reply) if reply.tool_uses else None)
+                or check_approval(state, reply, registry))
         if stop and stop.cause is StopCause.END_TURN and state.output_model is not None:
             stop = check_output(state, reply)
             if stop is None:  # a corrective turn was added; ask again
@@ -709,13 +769,21 @@ def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
         _count_failed_attempts(state, failed)
-        what = str(e) if isinstance(e, ModelRetriesExhausted) else f"{type(e).__name__}: {e}"
+        what = (safe_str(e) if isinstance(e, ModelRetriesExhausted)
+                else f"{type(e).__name__}: {safe_str(e)}")
         return None, Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: "
                                                  f"{what}")
     latency = time.perf_counter() - start
     _count_failed_attempts(state, failed)
-    reply = Reply(normalize_content(reply.content, state.model_calls + 1), reply.stop_reason,
-                  reply.usage, reply.model)
+    problem = reply_problem(reply)
+    if problem:
+        return None, Stop(StopCause.MODEL_ERROR,
+                          f"model call {state.model_calls + 1} returned {problem}; nothing in "
+                          f"it was acted on")
+    usage = reply.usage if isinstance(reply.usage, Usage) else Usage.from_dict(reply.usage)
+    content = reply.content if isinstance(reply.content, list | str) else [reply.content]
+    reply = Reply(normalize_content(content, state.model_calls + 1, state.tool_use_ids),
+                  reply.stop_reason, usage, reply.model)
     state.usage = state.usage + reply.usage
     state.cost_usd += cost_usd(reply.usage, c.prices)
     step = Step(state.model_calls + 1, reply, reply.usage, state.usage, state.cost_usd,
@@ -728,28 +796,55 @@ def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
     return reply, None
 
 
-def normalize_content(content: Any, call_no: int) -> list[Block]:
+def reply_problem(reply: Any) -> str | None:
+    """Why a model's return value cannot be acted on, or ``None`` when it can.
+
+    A reply must be a :class:`Reply` whose ``content`` is a list of blocks, a string or one
+    block (a dict), and whose ``usage`` is a :class:`Usage` or a usage dict: without usage
+    the budgets could not be enforced.
+    """
+    if not isinstance(reply, Reply):
+        return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
+    if not isinstance(reply.content, list | str | dict):
+        return f"content of type {type(reply.content).__name__}, not a list of blocks"
+    if isinstance(reply.usage, dict):
+        try:
+            Usage.from_dict(reply.usage)
+        except (TypeError, ValueError):
+            return f"an unreadable usage {safe_str(reply.usage)}"
+    elif not isinstance(reply.usage, Usage):
+        return (f"no usage (got {type(reply.usage).__name__}), so the run's budgets could not "
+                f"be enforced")
+    return None
+
+
+def normalize_content(content: Any, call_no: int,
+                      taken: set[str] | None = None) -> list[Block]:
     """Make a reply's content safe to act on without changing what the model said.
 
     A string becomes a text block; a non-dict block becomes a text block describing it; a
-    ``tool_use`` without a string id (or with one already used in this reply) gets a fresh
-    id, so every call can be answered by exactly one ``tool_result``.
+    ``tool_use`` without a string id, or with an id already used in this reply or (when
+    ``taken``, the run's ids so far, is given) earlier in the run, gets a fresh id that
+    collides with none of them, so every call is answered by exactly one ``tool_result`` and
+    gets an idempotency key of its own. ``taken`` is updated with this reply's ids.
     """
     if isinstance(content, str):
         return [text_block(content)] if content else []
-    if not isinstance(content, list):
-        return [text_block(f"(unreadable reply content: {content!r})")]
+    taken = taken if taken is not None else set()
+    present = {b.get("id") for b in content if isinstance(b, dict)
+               and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
     out: list[Block] = []
-    seen: set[str] = set()
     for k, block in enumerate(content, start=1):
         if not isinstance(block, dict):
-            out.append(text_block(f"(unreadable content block: {block!r})"))
+            out.append(text_block(f"(unreadable content block: {safe_str(block)})"))
             continue
         if block.get("type") == "tool_use":
             call_id = block.get("id")
-            if not isinstance(call_id, str) or not call_id or call_id in seen:
-                call_id = f"toolu_fixed_{call_no:02d}_{k}"
-            seen.add(call_id)
+            if not isinstance(call_id, str) or not call_id or call_id in taken:
+                call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
+                while call_id in taken or call_id in present:
+                    call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
+            taken.add(call_id)
             block = tool_use_block(call_id, block.get("name"), block.get("input"))
         out.append(block)
     return out
@@ -779,9 +874,9 @@ def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -
         executions = state.checkpoint.run_reply(registry, state, tool_uses)
     else:
         runner = ToolRunner.from_config(registry, state.config)
+        run = with_hooks(state.hooks, runner, registry) if state.hooks else runner
         executions = execute_tools(registry, tool_uses,
-                                   max_workers=state.config.max_parallel_tools,
-                                   run=with_hooks(state.hooks, runner) if state.hooks else runner)
+                                   max_workers=state.config.max_parallel_tools, run=run)
     record_executions(state, executions)
 
 

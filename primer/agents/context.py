@@ -206,6 +206,11 @@ def compact_if_needed(state: RunState) -> None:
     if done is None:
         return
     new, usage = done
+    if not isinstance(usage, Usage) or not isinstance(new, list):
+        state.emit("compaction_failed", step=state.model_calls + 1,
+                   error=f"the summariser returned usage of type {type(usage).__name__}; "
+                         f"it must return a Usage")
+        return
     state.messages[:] = new
     state.prompt_estimate = (estimate_tokens(state.system) + estimate_tokens(state.tool_defs)
                              + sum(estimate_tokens(m) for m in state.messages))

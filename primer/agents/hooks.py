@@ -103,14 +103,16 @@ def _error(call: ContentBlock, content: str, kind: str) -> ToolExecution:
 
 
 def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
-               call: ContentBlock) -> ToolExecution:
+               call: ContentBlock, registry: ToolRegistry | None = None) -> ToolExecution:
     """Run one call through ``before_tool`` hooks, ``run`` and ``after_tool`` hooks.
 
     Returns the execution the model will see. A :class:`Block` gives an error result with
     ``error_kind == "blocked"`` and the tool never runs; a hook that raises, or returns the
-    wrong type, gives an error result with ``error_kind == "hook_error"``. Never raises.
+    wrong type, gives an error result with ``error_kind == "hook_error"``. With ``registry``,
+    a hook that turns a call into a call of a tool that needs a person's approval is refused
+    the same way (the approval gate has already passed this reply). Never raises.
     """
-    original_id = call.get("id")
+    original_id, original_name = call.get("id"), call.get("name")
     for h in hooks:
         try:
             out = h.before_tool(call)
@@ -126,6 +128,11 @@ def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
                                     f"{type(out).__name__}, not a tool_use block or Block; "
                                     f"{call.get('name')} did not run.", "hook_error")
             call = {**out, "id": original_id}
+    target = registry.get(call.get("name")) if registry is not None else None
+    if target is not None and target.needs_approval and call.get("name") != original_name:
+        return _error(call, f"A before_tool hook turned a call to {original_name} into a call "
+                            f"to {target.name}, which needs a person's approval; it did not "
+                            f"run.", "hook_error")
     execution = run(call)
     for h in hooks:
         try:
@@ -145,11 +152,11 @@ def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
     return execution
 
 
-def with_hooks(hooks: list[Hooks],
-               run: Callable[[ContentBlock], ToolExecution]) -> Callable[[ContentBlock],
-                                                                         ToolExecution]:
+def with_hooks(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
+               registry: ToolRegistry | None = None) -> Callable[[ContentBlock],
+                                                                 ToolExecution]:
     """``run`` (one call → execution) wrapped by ``hooks``; for ``execute_tools(run=...)``."""
-    return lambda call: run_hooked(hooks, run, call)
+    return lambda call: run_hooked(hooks, run, call, registry)
 
 
 def run_after_reply(state: RunState, reply: Reply) -> None:

@@ -344,11 +344,12 @@ class ToolRegistry:
         try:
             value = invoke(t, args, call_id) if invoke else t.invoke(args, call_id)
         except ToolError as e:
-            return ToolExecution(call_id, t.name, args, str(e), True, "tool_error",
+            return ToolExecution(call_id, t.name, args, safe_str(e), True, "tool_error",
                                  time.perf_counter() - start)
-        except Exception as e:  # noqa: BLE001 - any tool failure becomes an observation
-            return ToolExecution(call_id, t.name, args,
-                                 f"{t.name} failed: {type(e).__name__}: {e}", True,
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
+            what = (f"called sys.exit({safe_str(e.code)})" if isinstance(e, SystemExit)
+                    else f"failed: {type(e).__name__}: {safe_str(e)}")
+            return ToolExecution(call_id, t.name, args, f"{t.name} {what}", True,
                                  "exception", time.perf_counter() - start)
         latency = time.perf_counter() - start
         usage, spent, failed = None, 0.0, False
@@ -360,6 +361,19 @@ class ToolRegistry:
                                  "bad_result", latency, usage=usage, cost_usd=spent)
         return ToolExecution(call_id, t.name, args, text, failed, "tool_error" if failed else None,
                              latency, usage=usage, cost_usd=spent)
+
+
+def safe_str(value: Any, limit: int = 2000) -> str:
+    """``str(value)`` that never raises (a broken ``__str__`` falls back to the type name)
+    and is cut to ``limit`` characters."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - describing a value must not fail
+        try:
+            text = object.__repr__(value)
+        except Exception:  # noqa: BLE001
+            text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def result_text(value: Any) -> tuple[str, str | None]:

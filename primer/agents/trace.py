@@ -85,8 +85,19 @@ SECRET_KEYS = frozenset({
 })
 
 #: Strings that look like credentials: Anthropic (``sk-ant-...``) and OpenAI-style
-#: (``sk-...``, ``sk-proj-...``) API keys, and bearer tokens.
-SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}|\bBearer\s+[A-Za-z0-9._~+/\-]{16,}=*")
+#: (``sk-...``, ``sk-proj-...``) API keys, also glued to a name or URL-encoded after ``=``;
+#: bearer tokens (the scheme name in any case, as HTTP allows); AWS access key ids.
+SECRET_PATTERN = re.compile(
+    r"(?:(?<![A-Za-z])|(?<=%3D)|(?<=%3d))sk-[A-Za-z0-9_\-]{16,}"
+    r"|(?i:\bbearer)\s+[A-Za-z0-9._~+/\-]{16,}=*"
+    r"|\bAKIA[0-9A-Z]{16}\b")
+
+#: A secret-looking key followed by its value inside text (JSON text, a query string, a
+#: header line): the value is replaced, the key kept.
+SECRET_ASSIGNMENT = re.compile(
+    r"(?i)(\b(?:x[_-]api[_-]key|api[_-]?key|authorization|password|passwd|secret|"
+    r"client[_-]secret|access[_-]token|refresh[_-]token|auth[_-]token)\b\"?\s*(?:[:=]|%3D)"
+    r"\s*\"?)([^\"\s,&;}]+)")
 
 PathLike = str | os.PathLike[str]
 
@@ -95,11 +106,14 @@ def redact(value: Any) -> Any:
     """A copy of ``value`` (any JSON-ready value) with secrets replaced by ``"[REDACTED]"``.
 
     Every value under a key in :data:`SECRET_KEYS` is replaced whole, whatever its type;
-    inside any other string, each match of :data:`SECRET_PATTERN` is replaced. Dicts, lists
+    inside any other string, each match of :data:`SECRET_PATTERN` is replaced, and so is the
+    value of each :data:`SECRET_ASSIGNMENT` (``"api_key": "..."`` in JSON text, ``api_key=``
+    in a URL, an ``Authorization:`` header line). Dicts, lists
     and tuples are walked; other values are returned as they are.
     """
     if isinstance(value, str):
-        return SECRET_PATTERN.sub(REDACTED, value)
+        value = SECRET_PATTERN.sub(REDACTED, value)
+        return SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
     if isinstance(value, dict):
         return {k: (REDACTED if _is_secret_key(k) else redact(v)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -146,7 +160,9 @@ class TraceWriter:
             line = json.dumps(redact(record), ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError) as e:
             raise TypeError(f"trace event {kind!r} holds a value JSON cannot encode: {e}") from e
-        with self.path.open("a", encoding="utf-8") as f:
+        # A lone surrogate (e.g. a file name decoded with os.fsdecode) cannot be UTF-8;
+        # backslashreplace writes it as a \\udcXX escape, which JSON reads back unchanged.
+        with self.path.open("a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(line + "\n")
             f.flush()
             if self.fsync:
