@@ -478,3 +478,19 @@ def test_listing_one_checkpoint_file_shows_that_file_and_its_calls(tmp_path):
     [info] = list_checkpoints(paused.checkpoint)
     assert info.status == "awaiting_approval"
     assert [c["tool_use_id"] for c in info.calls] == ["toolu_pay"]
+
+
+def test_a_hand_edited_checkpoint_with_a_recomputed_digest_is_a_checkpoint_error(tmp_path):
+    import json
+
+    from primer.agents.checkpoint import CheckpointError, _digest, resume, write_json_atomic
+    from primer.scenarios import get_demo
+
+    demo = get_demo("refund")
+    paused = demo.run(checkpoint_dir=str(tmp_path))
+    data = json.loads(open(paused.checkpoint).read())
+    data["steps"] = [{}]
+    data["digest"] = _digest({k: v for k, v in data.items() if k != "digest"})
+    write_json_atomic(paused.checkpoint, data)
+    with pytest.raises(CheckpointError, match="malformed"):
+        resume(paused.checkpoint, demo.make_llm(), demo.tools(str(tmp_path)))

@@ -575,6 +575,9 @@ def _state_from(data: dict[str, Any], ckpt: Checkpoint, config: AgentConfig,
                                          maxlen=config.no_progress_window or 1),
                      started_at=config.clock(), on_event=on_event)
     state.checkpoint = ckpt
+    state.tool_use_ids = {b["id"] for m in state.messages if isinstance(m["content"], list)
+                          for b in m["content"] if isinstance(b, dict)
+                          and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
     return state
 
 
@@ -613,7 +616,12 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         registry = _registry_for_run(tools, config)
         ckpt.data = data
         ckpt.scenario = data.get("scenario")
-        state = _state_from(data, ckpt, config, registry.definitions(), on_event)
+        try:
+            state = _state_from(data, ckpt, config, registry.definitions(), on_event)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"{path}: its saved run is malformed ({type(e).__name__}: "
+                                  f"{e}); the file was edited or damaged. Nothing was run.") \
+                from None
         state.hooks = as_hook_list(hooks)
         if data["status"] == "finished":
             return _stored_result(data, path, state)
