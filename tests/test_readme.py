@@ -22,7 +22,7 @@ def section(title: str) -> str:
 
 
 def test_the_five_line_example_prints_exactly_the_output_shown_under_it():
-    blocks = BLOCK.findall(section("The library in five lines"))
+    blocks = BLOCK.findall(section("The library at a glance"))
     (lang, code), (shown_lang, shown) = blocks[0], blocks[1]
     assert (lang, shown_lang) == ("python", "text")
     out = io.StringIO()
