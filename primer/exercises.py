@@ -167,9 +167,21 @@ class Run:
         return sum(1 for _, n, _ in self.tool_runs if n == name)
 
     def result_for(self, reply_no: int, k: int = 0) -> dict[str, Any] | None:
-        """The ``tool_result`` sent for the ``k``-th tool call of reply ``reply_no`` (from 1)."""
+        """The ``tool_result`` sent for the ``k``-th tool call of reply ``reply_no`` (from 1).
+
+        ``None`` when there was no such reply (the loop made fewer model calls), no such
+        call in it, or no result for it.
+        """
+        if not 1 <= reply_no <= len(self.replies):
+            return None
         uses = tool_uses_of(self.replies[reply_no - 1]["content"])
         return self.results.get(uses[k]["id"]) if k < len(uses) else None
+
+    def tool_uses(self, reply_no: int) -> list[dict[str, Any]]:
+        """The ``tool_use`` blocks of reply ``reply_no`` (from 1); ``[]`` when there is none."""
+        if not 1 <= reply_no <= len(self.replies):
+            return []
+        return tool_uses_of(self.replies[reply_no - 1]["content"])
 
 
 # ---------------------------------------------------------------- the instrumented model
@@ -514,7 +526,8 @@ def judge_wrong_argument(run: Run) -> str | None:
 def judge_unknown_tool(run: Run) -> str | None:
     """An unknown tool gets an error result listing the real tools; nothing else runs."""
     if run.runs_of("lookup_order"):
-        return "a tool that does not exist was run"
+        return (f"lookup_order, a tool that does not exist, ran "
+                f"{run.runs_of('lookup_order')} time(s)")
     return (_error_result(run, 1, "the unknown tool", ("get_order", "calculator"))
             or _answered_5900(run))
 
@@ -550,10 +563,22 @@ def judge_repeats(run: Run) -> str | None:
 
 
 def judge_wanders(run: Run, max_steps: int) -> str | None:
-    """Stops with ``max_steps`` after exactly ``max_steps`` model calls."""
+    """Stops with ``max_steps`` after exactly ``max_steps`` model calls.
+
+    The model never finishes, so a loop that stops sooner gave up early and one that
+    goes on ignored the limit; either way the line says how many calls it made.
+    """
     if run.calls > max_steps:
-        return f"made {_calls(run.calls)} with max_steps={max_steps}"
-    return _stopped(run, "max_steps", answer=False)
+        return (f"made {_calls(run.calls)} with max_steps={max_steps}; stop after exactly "
+                f"{max_steps}")
+    problem = _stopped(run, "max_steps", answer=False)
+    if problem:
+        return problem
+    if run.calls < max_steps:
+        return (f"stopped with 'max_steps' after {_calls(run.calls)} with "
+                f"max_steps={max_steps}; the model had not finished, so make all "
+                f"{max_steps} calls before stopping")
+    return None
 
 
 def _crossed(run: Run, budget: int) -> int | None:
@@ -589,7 +614,9 @@ def judge_budget(run: Run, budget: int) -> str | None:
 def ran_cut_off_tool(run: Run) -> str | None:
     """A tool ran after a reply cut off at ``max_tokens``."""
     if run.tool_runs:
-        return "the cut-off reply's tool ran; it must not (its input may be half-written)"
+        _, name, given = run.tool_runs[0]
+        return (f"the cut-off reply's tool ran ({name} with {given}); it must not (its "
+                f"input may be half-written)")
     return None
 
 
@@ -601,8 +628,101 @@ def judge_cut_off(run: Run) -> str | None:
 def judge_refusal(run: Run) -> str | None:
     """Stops with ``refusal`` and no answer: a refusal's text is not an answer."""
     if run.result["answer"] == REFUSAL_TEXT:
-        return "returned the refusal's text as the answer; a refusal is not an answer"
+        return (f"returned the refusal's text {_short(REFUSAL_TEXT)} as the answer with "
+                f"stop_reason {run.result['stop_reason']!r}; a refusal is not an answer")
     return _stopped(run, "refusal", answer=False)
+
+
+# ---------------------------------------------------------------- what a passing run did
+# Each takes a run its judge passed and says what happened in it, from the run itself.
+
+def _answered(run: Run) -> str:
+    return f"answered with {run.result['stop_reason']} after {_calls(run.calls)}"
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _first_call(run: Run) -> str:
+    uses = run.tool_uses(1)
+    return uses[0]["name"] if uses else "the first"
+
+
+def did_happy(run: Run) -> str:
+    """What a passing happy-path run did: its tool runs and its answer."""
+    return (f"ran get_order {_times(run.runs_of('get_order'))} and calculator "
+            f"{_times(run.runs_of('calculator'))}, then answered "
+            f"{_short(run.result['answer'], 60)} with {run.result['stop_reason']} after "
+            f"{_calls(run.calls)}")
+
+
+def did_recover(run: Run) -> str:
+    """What a passing wrong-argument run did: the error result, then the answer."""
+    uses = run.tool_uses(1)
+    given = uses[0]["input"] if uses else {}
+    return (f"sent the {_first_call(run)} call with {given} back as an error result; the "
+            f"model fixed it and {_answered(run)}")
+
+
+def did_unknown_tool(run: Run) -> str:
+    """What a passing unknown-tool run did: the error result and the tools it named."""
+    block = run.result_for(1) or {}
+    content = block.get("content")
+    text = content if isinstance(content, str) else text_of(content or [])
+    named = [n for n in ("get_order", "calculator") if n in text]
+    return (f"answered {_first_call(run)} with an error naming {', '.join(named)}; the "
+            f"model then {_answered(run)}")
+
+
+def did_survive_raise(run: Run) -> str:
+    """What a passing tool-that-raises run did: the error result, then the run going on."""
+    return (f"turned {_first_call(run)}'s exception into an error result; the run went on "
+            f"and the model {_answered(run)}")
+
+
+def did_two_calls(run: Run) -> str:
+    """What a passing two-calls run did: how many calls ran and how they were answered."""
+    names = sorted({u["name"] for u in run.tool_uses(1)})
+    return (f"ran the {len(run.tool_uses(1))} {', '.join(names)} calls of reply 1 and "
+            f"answered them in one user message, in order; the model then {_answered(run)}")
+
+
+def _most_requests(run: Run) -> int:
+    """The most times one tool with one input was requested over the run."""
+    seen: dict[str, int] = {}
+    for k in range(1, run.calls + 1):
+        for use in run.tool_uses(k):
+            key = json.dumps([use["name"], use["input"]], sort_keys=True, default=str)
+            seen[key] = seen.get(key, 0) + 1
+    return max(seen.values(), default=0)
+
+
+def did_stop(run: Run) -> str:
+    """What a passing stopped run did: its stop_reason and its model calls."""
+    return (f"stopped with {run.result['stop_reason']} after {_calls(run.calls)} and no "
+            f"answer")
+
+
+def did_detect_loop(run: Run) -> str:
+    """What a passing repeat run did: when it stopped, and on which identical request."""
+    return f"{did_stop(run)}, on request {_most_requests(run)} of the same call"
+
+
+def did_stop_at_budget(run: Run, budget: int) -> str:
+    """What a passing tight-budget run did: the reply that crossed the budget, its tool."""
+    crossed = _crossed(run, budget)
+    if crossed is None:  # not reached by a passing run; said plainly all the same
+        return f"{did_stop(run)}, within the {budget:,}-token budget"
+    names = [u["name"] for u in run.tool_uses(crossed)] or ["no"]
+    return (f"stopped with token_budget at reply {crossed} ({run.tokens[crossed - 1]:,} "
+            f"tokens, past the {budget:,}-token budget); its {', '.join(names)} call never "
+            f"ran")
+
+
+def did_skip_cut_off(run: Run) -> str:
+    """What a passing cut-off run did: stopped, and the half-written call never ran."""
+    return f"{did_stop(run)}; the half-written {_first_call(run)} call never ran"
 
 
 # ---------------------------------------------------------------- the battery
@@ -616,13 +736,14 @@ class Behaviour:
     when the run behaved, else one line saying what was expected and what happened.
     ``forbidden(run)``, when given, names a tool run that must not happen; it is judged
     first, even when the loop then crashed (running the tool is the fault, the crash only
-    its consequence). ``passed`` is the line printed on success.
+    its consequence). ``passed(run)`` says what a run the judge passed did (the line
+    printed on success), computed from the run.
     """
 
     name: str
     policy: Callable[[list[Message]], Any]
     judge: Callable[[Run], str | None]
-    passed: str
+    passed: Callable[[Run], str]
     max_steps: int = 6
     token_budget: int = 50_000
     forbidden: Callable[[Run], str | None] | None = None
@@ -635,33 +756,24 @@ TIGHT_BUDGET = 450
 WANDER_STEPS = 4
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
-    Behaviour("happy path", _happy, judge_happy,
-              "looked the order up, computed, answered 5900.0 with end_turn"),
-    Behaviour("wrong argument", _orders_model("recover"), judge_wrong_argument,
-              "sent the bad call back as an error result; the model fixed it and answered"),
-    Behaviour("unknown tool", _unknown_tool, judge_unknown_tool,
-              "answered the unknown tool with an error listing the real tools"),
-    Behaviour("tool that raises", _tool_raises, judge_tool_raises,
-              "turned the exception into an error result; the run went on",
+    Behaviour("happy path", _happy, judge_happy, did_happy),
+    Behaviour("wrong argument", _orders_model("recover"), judge_wrong_argument, did_recover),
+    Behaviour("unknown tool", _unknown_tool, judge_unknown_tool, did_unknown_tool),
+    Behaviour("tool that raises", _tool_raises, judge_tool_raises, did_survive_raise,
               overrides={"get_order": order_service_down}),
-    Behaviour("two calls in one reply", _two_calls, judge_two_calls,
-              "ran both calls and answered both in one user message, in order"),
+    Behaviour("two calls in one reply", _two_calls, judge_two_calls, did_two_calls),
     Behaviour("model that repeats itself", _orders_model("repeat"), judge_repeats,
-              f"stopped with loop_detected on request {REPEAT_THRESHOLD} of the same call",
-              max_steps=10),
+              did_detect_loop, max_steps=10),
     Behaviour("model that wanders", _orders_model("wander"),
-              functools.partial(judge_wanders, max_steps=WANDER_STEPS),
-              f"stopped with max_steps after {WANDER_STEPS} model calls",
+              functools.partial(judge_wanders, max_steps=WANDER_STEPS), did_stop,
               max_steps=WANDER_STEPS),
     Behaviour("tight budget", _happy, functools.partial(judge_budget, budget=TIGHT_BUDGET),
-              "stopped with token_budget at the reply that crossed it; its tool never ran",
+              functools.partial(did_stop_at_budget, budget=TIGHT_BUDGET),
               token_budget=TIGHT_BUDGET,
               forbidden=functools.partial(ran_past_budget, budget=TIGHT_BUDGET)),
-    Behaviour("cut-off reply", _cut_off, judge_cut_off,
-              "stopped with max_tokens; the half-written call never ran",
+    Behaviour("cut-off reply", _cut_off, judge_cut_off, did_skip_cut_off,
               forbidden=ran_cut_off_tool),
-    Behaviour("refusal", _refusal, judge_refusal,
-              "stopped with refusal and no answer"),
+    Behaviour("refusal", _refusal, judge_refusal, did_stop),
 )
 
 
@@ -776,9 +888,13 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
         interface = run.error
     problem = interface or (behaviour.forbidden(run) if behaviour.forbidden else None)
     problem = problem or run.violation or run.error or result_problem(run.result)
+    if problem is None and run.calls == 0:
+        problem = (f"returned stop_reason {run.result['stop_reason']!r} without calling the "
+                   f"model; call {MODEL_SIGNATURE} first")
     if problem is None:
         problem = behaviour.judge(run)
-    return (CheckResult(behaviour.name, problem is None, problem or behaviour.passed),
+    return (CheckResult(behaviour.name, problem is None,
+                        problem if problem is not None else behaviour.passed(run)),
             interface)
 
 

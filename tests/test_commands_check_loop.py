@@ -24,6 +24,17 @@ def test_the_reference_solution_in_a_file_exits_0_with_full_marks(tmp_path, caps
     assert capsys.readouterr().out.splitlines()[-1] == "score: 10/10"
 
 
+def test_a_loop_that_never_calls_the_model_gets_fail_lines_not_a_traceback(tmp_path, capsys):
+    loop = tmp_path / "stub.py"
+    loop.write_text("def my_loop(model, task, tools, *, max_steps, token_budget):\n"
+                    "    return {'answer': None, 'stop_reason': 'max_steps'}\n")
+    assert main(["check-loop", str(loop)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "score: 0/10"
+    assert all(ln.startswith("FAIL  ") and "without calling the model" in ln
+               for ln in lines[:-1])
+
+
 def test_the_starter_exits_1_and_names_the_crashing_line_from_its_def(tmp_path, capsys):
     loop = tmp_path / "starter.py"
     loop.write_text("# my first try\n\n" + cell("14_the_interview_rounds.ipynb", "starter")

@@ -19,6 +19,7 @@ from primer.exercises import (
     MAX_TOOL_RUNS,
     REPEAT_THRESHOLD,
     TIGHT_BUDGET,
+    WANDER_STEPS,
     LoopReport,
     check_loop,
     describe_exception,
@@ -35,9 +36,12 @@ def make_loop(fault: str | None = None):
     """A correct loop, or the same loop with one named fault."""
 
     def loop(model, task, tools, *, max_steps, token_budget):
+        if fault == "never_calls_model":
+            return {"answer": None, "stop_reason": "max_steps"}
         messages = [{"role": "user", "content": task}]
         used, requests = 0, {}
-        steps = max_steps + 1 if fault == "one_step_too_many" else max_steps
+        steps = {"one_step_too_many": max_steps + 1, "one_step_too_few": max_steps - 1,
+                 "stops_after_one_call": 1}.get(fault or "", max_steps)
         step = 0
         while fault == "no_step_limit" or step < steps:
             step += 1
@@ -101,6 +105,10 @@ GALLERY = {
     "runs_cut_off_tool": ["cut-off reply"],
     "no_step_limit": ["model that wanders"],
     "one_step_too_many": ["model that wanders"],
+    "one_step_too_few": ["model that wanders"],
+    # the cut-off reply and the refusal end the run on the first call anyway
+    "stops_after_one_call": [n for n in NAMES if n not in ("cut-off reply", "refusal")],
+    "never_calls_model": NAMES,
     "splits_results": ["two calls in one reply"],
     "results_out_of_order": ["two calls in one reply"],
     "loses_tool_use_ids": WITH_TOOLS,
@@ -139,7 +147,37 @@ def detail(report: LoopReport, name: str) -> str:
 
 def test_a_cut_off_reply_whose_tool_ran_is_reported_as_such():
     report = check(make_loop("runs_cut_off_tool"))
-    assert detail(report, "cut-off reply").startswith("the cut-off reply's tool ran; it must not")
+    assert detail(report, "cut-off reply").startswith(
+        "the cut-off reply's tool ran (get_order with {'order_id': 'A1'}); it must not")
+
+
+def test_a_loop_that_never_calls_the_model_fails_every_behaviour_saying_so():
+    report = check(make_loop("never_calls_model"))
+    assert all(r.detail == "returned stop_reason 'max_steps' without calling the model; "
+                           "call model(messages, tool_definitions) first"
+               for r in report.results), str(report)
+
+
+def test_stopping_before_the_step_limit_is_reported_with_the_calls_really_made():
+    text = detail(check(make_loop("stops_after_one_call")), "model that wanders")
+    assert text.startswith(
+        f"stopped with 'max_steps' after 1 model call with max_steps={WANDER_STEPS}")
+
+
+def test_each_pass_line_reports_what_the_run_did():
+    lines = {r.name: r.detail for r in check(make_loop()).results}
+    assert lines["happy path"].startswith("ran get_order once and calculator once, then "
+                                          "answered 'Order A123 costs 5900.0")
+    assert lines["happy path"].endswith("with end_turn after 3 model calls")
+    assert lines["model that wanders"] == \
+        f"stopped with max_steps after {WANDER_STEPS} model calls and no answer"
+    assert lines["model that repeats itself"].endswith(
+        f"after {REPEAT_THRESHOLD} model calls and no answer, on request {REPEAT_THRESHOLD} "
+        f"of the same call")
+    assert lines["tight budget"].startswith("stopped with token_budget at reply 2 (")
+    assert lines["tight budget"].endswith(
+        f"past the {TIGHT_BUDGET:,}-token budget); its calculator call never ran")
+    assert lines["refusal"] == "stopped with refusal after 1 model call and no answer"
 
 
 def test_split_results_are_reported_as_a_message_that_answers_only_some_calls():
