@@ -7,6 +7,7 @@ the last ones run the course's real order-A123 demos.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,8 @@ def test_a_paused_demo_without_a_checkpoint_dir_says_how_to_save_one_and_writes_
     out = capsys.readouterr().out
     assert "stop cause: awaiting_approval" in out
     assert "issue_refund" in out and "--checkpoint-dir DIR" in out
+    assert "none of the paused reply's calls ran, not even lookup_customer" in out
+    assert "the calls that need no approval run first" in out
     assert list(tmp_path.iterdir()) == []
 
 
@@ -135,11 +138,14 @@ def test_a_paused_demo_with_a_checkpoint_dir_prints_the_approve_and_resume_comma
         tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PRIMER_REFUND_LEDGER", raising=False)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
     assert main(["demo", "refund", "--checkpoint-dir", "ck"]) == 0
     out = capsys.readouterr().out
     checkpoint = next((tmp_path / "ck").glob("run-*.json")).relative_to(tmp_path)
     call_id = next(line.split()[5] for line in out.splitlines() if "primer approve" in line)
-    assert f"python -m primer resume {checkpoint} --scenario refund" in out
+    assert f"  .venv/bin/python -m primer approve {checkpoint} {call_id} --yes" in out
+    # the checkpoint records its scenario, so resume needs no --scenario
+    assert out.rstrip().endswith(f"\n  .venv/bin/python -m primer resume {checkpoint}")
     assert main(["approve", str(checkpoint), call_id, "--yes"]) == 0
     assert main(["resume", str(checkpoint), "--scenario", "refund"]) == 0
     assert "Refunded 40.00 USD" in capsys.readouterr().out

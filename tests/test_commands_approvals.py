@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from primer.__main__ import main
+from primer.commands.hints import interpreter
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV
 
@@ -67,11 +68,11 @@ def test_approvals_list_of_a_missing_directory_exits_1(tmp_path, capsys):
     assert "no such directory" in capsys.readouterr().err
 
 
-def test_approve_prints_the_resume_command_with_the_recorded_scenario(paused, capsys):
+def test_approve_prints_the_resume_command_without_the_recorded_scenario(paused, capsys):
     assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes"]) == 0
     out = capsys.readouterr().out
-    assert f"python -m primer resume {paused.checkpoint} --scenario refund`" in out
-    assert "NAME" not in out
+    assert f"run `{interpreter()} -m primer resume {paused.checkpoint}` to continue" in out
+    assert "--scenario" not in out
 
 
 def test_resume_without_scenario_uses_the_one_the_checkpoint_records(paused, capsys):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from primer.agents.checkpoint import (
     reject,
     resume,
 )
+from primer.commands.hints import primer_command
 
 #: Exit codes: a checkpoint that cannot be used; a usage error (argparse's convention).
 BAD_CHECKPOINT = 1
@@ -104,9 +106,9 @@ def run_approve(args: argparse.Namespace) -> int:
     arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
     print(f"{verdict} {call['tool_use_id']}: {call['name']}({arguments})"
           + (f" - note: {call['decision']['note']}" if call["decision"]["note"] else ""))
-    scenario = recorded_scenario(args.checkpoint)
-    option = f" --scenario {scenario}" if scenario else " --scenario NAME"
-    print(f"run `python -m primer resume {args.checkpoint}{option}` to continue")
+    option = [] if recorded_scenario(args.checkpoint) else ["--scenario", "NAME"]
+    print(f"run `{primer_command('resume', shlex.quote(args.checkpoint), *option)}` "
+          f"to continue")
     return 0
 
 

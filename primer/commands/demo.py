@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
 from primer.agents import AgentResult, StopCause
+from primer.commands.approvals import recorded_scenario
+from primer.commands.hints import primer_command
 from primer.commands.paths import os_error_line, output_dir_problem, output_file_problem
 from primer.scenarios import Scenario, all_demos, get_demo
 
@@ -108,17 +111,29 @@ def next_steps(name: str, result: AgentResult, gated: set[str]) -> str:
     """What to do after a pause for approval: the commands that decide and resume.
 
     ``gated`` holds the names of the tools that need approval; only their calls are listed.
+    Without a checkpoint, says that none of the paused reply's calls ran (not even those
+    that need no approval) and that a run with ``--checkpoint-dir`` runs those first. The
+    commands name the running interpreter (:func:`primer.commands.hints.primer_command`);
+    ``resume`` gets ``--scenario name`` only when the checkpoint does not record it.
     """
     waiting = [b for b in result.pending if b.get("name") in gated] or result.pending
     ids = ", ".join(f"{b.get('name')} ({b.get('id')})" for b in waiting)
     if result.checkpoint is None:
-        return (f"The run is waiting for a person to approve {ids}. Nothing was saved: run "
-                f"again with --checkpoint-dir DIR to write a checkpoint you can approve and "
-                f"resume from another process.")
+        others = sorted({str(b.get("name")) for b in result.pending if b not in waiting})
+        unrun = (f", not even {', '.join(others)}, which need{'s' if len(others) == 1 else ''}"
+                 f" no approval" if others else "")
+        return (f"The run is waiting for a person to approve {ids}. Nothing was saved, and "
+                f"none of the paused reply's calls ran{unrun}. Run again with "
+                f"--checkpoint-dir DIR: the calls that need no approval run first, then a "
+                f"checkpoint is written that you can approve and resume from another "
+                f"process.")
     first = waiting[0].get("id") if waiting else "TOOL_USE_ID"
+    checkpoint = shlex.quote(str(result.checkpoint))
+    option = [] if recorded_scenario(result.checkpoint) else ["--scenario", name]
     return (f"Checkpoint saved: {result.checkpoint}\nDecide, then resume (any process):\n"
-            f"  python -m primer approve {result.checkpoint} {first} --yes   (or --no --note "
-            f"\"why\")\n  python -m primer resume {result.checkpoint} --scenario {name}")
+            f"  {primer_command('approve', checkpoint, str(first), '--yes')}   "
+            f"(or --no --note \"why\")\n"
+            f"  {primer_command('resume', checkpoint, *option)}")
 
 
 def list_text(demos: dict[str, Scenario]) -> str:
