@@ -95,6 +95,31 @@ def test_compacting_twice_keeps_one_summary_and_the_task():
     assert "called read_page" in texts[1]
 
 
+def test_a_second_compaction_carries_the_first_summary_forward():
+    events = []
+    result = run_agent(reader(12), "Summarise the report.", [read_page],
+                       config=AgentConfig(context_window=4000, token_budget=None, max_steps=20,
+                                          summarizer=extractive_summary, offer_handoff=False),
+                       on_event=lambda k, d: events.append(k))
+    assert events.count("compaction") >= 2
+    summary = result.messages[0]["content"][1]["text"]
+    for page in range(1, 5):
+        assert f"page {page}:" in summary
+
+
+def test_an_llm_summarizer_is_shown_the_earlier_summary():
+    seen = []
+
+    def policy(messages):
+        seen.append(messages[0]["content"])
+        return f"summary {len(seen)}: pages read"
+
+    summariser = LLMSummarizer(ScriptedLLM(policy))
+    once, _ = compact_messages(history(6), summariser, keep_turns=3)
+    compact_messages(once + history(3)[1:], summariser, keep_turns=2)
+    assert "summary 1: pages read" in seen[1]
+
+
 def test_nothing_is_compacted_when_only_the_kept_turns_exist():
     assert compaction_cut(history(2), keep_turns=2) is None
     assert compact_messages(history(2), extractive_summary, 2) is None

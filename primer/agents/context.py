@@ -81,11 +81,12 @@ def _render(messages: list[Message], result_chars: int = 120) -> list[str]:
         for b in blocks_of(m.get("content", "")):
             kind = b.get("type")
             if kind == "text":
-                text = " ".join(str(b.get("text", "")).split())
-                if text and not text.startswith(SUMMARY_HEADER):
+                raw = str(b.get("text", ""))
+                text = " ".join(raw.split())
+                if raw.startswith(SUMMARY_HEADER):
+                    lines.extend(raw.splitlines()[1:])  # fold an earlier summary in, whole
+                elif text:
                     lines.append(f"{m.get('role')}: {text[:result_chars]}")
-                elif text.startswith(SUMMARY_HEADER):
-                    lines.extend(text.splitlines()[1:])  # fold an earlier summary in
             elif kind == "tool_use":
                 args = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
                 lines.append(f"called {b.get('name')}({args})")
@@ -97,6 +98,22 @@ def _render(messages: list[Message], result_chars: int = 120) -> list[str]:
     return lines
 
 
+def _history(messages: list[Message]) -> list[Message]:
+    """``messages`` without the task: any earlier summary block of ``messages[0]``, then the rest.
+
+    The first message holds the task (which stays in place after compaction, so it is not
+    summarised) and, after an earlier compaction, the summary of older turns; that summary
+    is kept so :func:`_render` folds it into the new one instead of losing it.
+    """
+    if not messages:
+        return []
+    first = messages[0]
+    earlier = [b for b in blocks_of(first.get("content", ""))
+               if b.get("type") == "text" and str(b.get("text", "")).startswith(SUMMARY_HEADER)]
+    head = [{"role": first.get("role", "user"), "content": earlier}] if earlier else []
+    return [*head, *messages[1:]]
+
+
 def extractive_summary(messages: list[Message]) -> str:
     """A deterministic offline summary: one line per thought, call and (shortened) result.
 
@@ -104,7 +121,7 @@ def extractive_summary(messages: list[Message]) -> str:
     harness would use :class:`LLMSummarizer`. ``messages`` are the turns being compacted
     (the first may hold the task and an earlier summary, which is folded in).
     """
-    return "\n".join(_render(messages[1:] if messages else []) or ["(nothing to summarise)"])
+    return "\n".join(_render(_history(messages)) or ["(nothing to summarise)"])
 
 
 class LLMSummarizer:
@@ -123,7 +140,7 @@ class LLMSummarizer:
         self.llm, self.max_tokens = llm, max_tokens
 
     def __call__(self, messages: list[Message]) -> tuple[str, Usage]:
-        history = "\n".join(_render(messages[1:], result_chars=400))
+        history = "\n".join(_render(_history(messages), result_chars=400))
         reply = self.llm(system=self.INSTRUCTIONS, tools=[], max_tokens=self.max_tokens,
                          messages=[user_message(f"Summarise this history:\n{history}")])
         return reply.text, reply.usage
@@ -150,9 +167,11 @@ def compact_messages(messages: list[Message], summarizer: Summarizer,
                      keep_turns: int = 2) -> tuple[list[Message], Usage] | None:
     """Older turns replaced by a summary: ``(new_messages, usage)``, or ``None`` if too short.
 
-    ``new_messages[0]`` is the task (its original blocks, an earlier summary dropped) plus one
-    text block: :data:`SUMMARY_HEADER` and the summary of ``messages[0:cut]``; then the kept
-    tail, unchanged. ``usage`` is what the summariser reported (zero for an offline one).
+    ``new_messages[0]`` is the task (its original blocks) plus one text block:
+    :data:`SUMMARY_HEADER` and the summary of ``messages[0:cut]``; then the kept tail,
+    unchanged. An earlier summary block is replaced, not lost: the summariser receives it
+    inside ``messages[0]`` and both built-in summarisers fold it into the new summary.
+    ``usage`` is what the summariser reported (zero for an offline one).
     """
     cut = compaction_cut(messages, keep_turns)
     if cut is None:
