@@ -171,6 +171,18 @@ def test_backoff_is_capped_and_a_longer_retry_after_wins():
     assert policy.delay_s(3, random.Random(0), retry_after_s=0.5) == 4.0
 
 
+def test_the_cap_applies_after_the_jitter_so_no_backoff_wait_exceeds_max_delay():
+    policy = RetryPolicy()  # 1 s doubling, 10 % jitter, 60 s cap
+    delays = policy.delays(10, key="toolu_demo")
+    assert max(delays) <= policy.max_delay_s
+    # retries 7..10 back off 64 s or more before jitter, so each is exactly the cap
+    assert delays[6:] == [policy.max_delay_s] * 4
+    # below the cap the jitter still stretches the wait
+    assert 16.0 < delays[4] < 16.0 * 1.1
+    # a longer Retry-After from the server still wins, even above the cap
+    assert policy.delay_s(10, random.Random(0), retry_after_s=90.0) == 90.0
+
+
 def test_bad_retry_settings_are_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="factor must be >= 1"):
         RetryPolicy(factor=0.5)

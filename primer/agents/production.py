@@ -17,19 +17,22 @@ somewhere it can really be stopped, use :func:`run_in_subprocess` (or wrap its f
 :func:`in_subprocess`): the call runs in a fresh process that is killed on timeout.
 
 **Retries.** A :class:`TransientToolError` (or :class:`RateLimited`, or a timeout) may pass
-on a later try. Read-only tools are retried up to a configured count, waiting
-``base × factor^(k-1)`` seconds before retry ``k`` (1 s, 2 s, 4 s, ...) plus up to
-``jitter`` of that again at random, or the server's ``retry_after_s`` if longer; then the
-harness gives up with an error result that says how many attempts failed and why. The random
-jitter is seeded per call (seed + ``tool_use`` id), so runs are reproducible however the
-threads interleave; ``sleep`` and ``clock`` are injectable (:class:`ManualClock`), so tests
-and lessons wait no real time.
+on a later try. Read-only tools are retried up to a configured count, waiting ``base ×
+factor^(k-1)`` seconds before retry ``k`` (1 s, 2 s, 4 s, ...) plus up to ``jitter`` of that
+again at random, never more than ``max_delay_s`` in all (60 s), or the server's
+``retry_after_s`` if longer; then the harness gives up with an error result that says how
+many attempts failed and why. The random jitter is seeded per call (seed + ``tool_use`` id),
+so runs are reproducible however the threads interleave; ``sleep`` and ``clock`` are
+injectable (:class:`ManualClock`), so tests and lessons wait no real time.
 
 **Side-effecting tools** (``Tool.side_effecting``) get an idempotency key derived from the
 ``tool_use`` id (see :func:`primer.agents.tools.idempotency_key`). A timeout is never retried
-automatically: the first attempt may have done its work, so the error result tells the model
-to check the state instead. Other transient errors are retried, always with the same key, so
-a server that already did the work answers with the earlier result instead of doing it twice.
+automatically: the first attempt may have done its work, and being abandoned rather than
+stopped it may still be running, so a retry would race it; and the key protects only if the
+service honours it (and the tool takes one at all). The error result tells the model to check
+the state instead. Other transient errors (a 503, a 429) prove the attempt finished, so they
+are retried, always with the same key: a server that already did the work answers with the
+earlier result instead of doing it twice.
 
 **Model calls.** :func:`call_model_with_retries` retries a
 :class:`~primer.agents.llm.TransientModelError` for that one call (no tool runs again) and
@@ -152,12 +155,14 @@ class ManualClock:
 class RetryPolicy:
     """How long to wait before each retry: exponential backoff with seeded jitter.
 
-    Before retry ``k`` (1 for the first retry) the wait is ``min(base_s × factor^(k-1),
-    max_delay_s) × (1 + jitter × u)`` seconds, with ``u`` uniform in [0, 1) from a generator
-    seeded with ``seed`` and the call's key; if the service sent a ``retry_after_s`` that is
-    longer, the wait is that instead. Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer,
-    capped at 60 s. How *many* retries is the caller's setting (``tool_retries``,
-    ``model_retries`` of :class:`~primer.agents.AgentConfig`).
+    Before retry ``k`` (1 for the first retry) the wait is ``min(base_s × factor^(k-1) ×
+    (1 + jitter × u), max_delay_s)`` seconds, with ``u`` uniform in [0, 1) from a generator
+    seeded with ``seed`` and the call's key: the cap applies after the jitter, so the
+    backoff never waits longer than ``max_delay_s``. If the service sent a ``retry_after_s``
+    that is longer, the wait is that instead, even above the cap (the server's word wins).
+    Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer, never more than 60 s. How *many*
+    retries is the caller's setting (``tool_retries``, ``model_retries`` of
+    :class:`~primer.agents.AgentConfig`).
 
     Raises ``ValueError`` for a negative base or jitter, a factor below 1 or a cap below
     the base.
@@ -188,15 +193,16 @@ class RetryPolicy:
         return random.Random(f"{self.seed}:{key}")
 
     def backoff_s(self, retry: int) -> float:
-        """The wait before retry ``retry`` (1-based) without jitter, in seconds."""
+        """The wait before retry ``retry`` (1-based) without jitter, in seconds (capped)."""
         if retry < 1:
             raise ValueError(f"retry numbers start at 1 (got {retry})")
         return min(self.base_s * self.factor ** (retry - 1), self.max_delay_s)
 
     def delay_s(self, retry: int, rng: random.Random,
                 retry_after_s: float | None = None) -> float:
-        """The wait before retry ``retry`` with jitter from ``rng``, honouring ``retry_after_s``."""
-        delay = self.backoff_s(retry) * (1 + self.jitter * rng.random())
+        """The wait before retry ``retry`` (seconds): the backoff with jitter from ``rng``,
+        capped at ``max_delay_s``, or ``retry_after_s`` when the service asked for longer."""
+        delay = min(self.backoff_s(retry) * (1 + self.jitter * rng.random()), self.max_delay_s)
         return max(delay, retry_after_s) if retry_after_s is not None else delay
 
     def delays(self, retries: int, key: str = "") -> list[float]:
