@@ -59,6 +59,21 @@ def test_the_workflow_is_cheaper_and_the_agent_handles_the_ticket_off_its_path()
         assert not s.handle_with_workflow(t).success and s.handle_with_agent(t).success
 
 
+def test_a_damaged_item_ticket_naming_an_order_gets_no_refund_amount():
+    ticket = s.Ticket("T6", "The keyboard from order A123 arrived broken.", "pol-damaged")
+    agent = s.handle_with_agent(ticket)
+    assert agent.success and "A123" in agent.reply
+    assert s.AMOUNT.search(agent.reply) is None
+
+
+def test_a_reply_quoting_an_amount_the_ticket_did_not_ask_for_fails():
+    ticket = s.Ticket("T6", "The keyboard from order A123 arrived broken.", "pol-damaged")
+    right = "We will send a replacement. [pol-damaged]"
+    assert s.reply_succeeds(ticket, right)
+    assert not s.reply_succeeds(ticket, right + " The keyboard cost 2500 rupees, so that is "
+                                                "what you get back.")
+
+
 def test_every_ticket_is_classified_to_the_policy_it_needs():
     for t in s.TICKETS:
         assert s.POLICY_BY_CATEGORY[s.classify(t.text)] == t.policy_id

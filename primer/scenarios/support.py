@@ -9,8 +9,10 @@ Five tickets, five policies. The same tickets are answered two ways:
 
 A reply succeeds when it cites the right policy id in brackets and states the one fact a
 ticket may need (ticket T5 asks how much a returned keyboard refunds, which needs the unit
-price from ``get_order``: 2500 rupees). The workflow has no step that looks orders up, so it
-cannot answer T5; the agent can, at the price of more calls and more tokens on every ticket.
+price from ``get_order``: 2500 rupees) and quotes no amount a ticket did not ask for. The
+agent's reply uses an order's price only under the returns policy. The workflow has no step
+that looks orders up, so it cannot answer T5; the agent can, at the price of more calls and
+more tokens on every ticket.
 
 The module also holds the worlds of the other lesson-11 patterns: a fulfilment desk whose
 stock changes mid-run (plan-and-execute), and a drafter and reviewer (reflection).
@@ -102,18 +104,32 @@ def classify(text: str) -> str:
     return "other"
 
 
+#: A money amount in a reply, e.g. "2500 rupees".
+AMOUNT = re.compile(r"\b\d[\d,]*(?:\.\d+)? rupees\b")
+
+
 def reply_succeeds(ticket: Ticket, reply: str | None) -> bool:
-    """True when ``reply`` cites ``[policy_id]`` and contains the fact the ticket needs."""
-    return bool(reply) and f"[{ticket.policy_id}]" in reply and (  # type: ignore[operator]
-        ticket.needs is None or ticket.needs in reply)  # type: ignore[operator]
+    """True when ``reply`` cites ``[policy_id]``, contains the fact the ticket needs, and
+    quotes no money amount the ticket did not ask for (an unasked-for amount, such as a
+    refund quoted on a damaged-item ticket whose policy is a replacement, is a wrong
+    promise)."""
+    if not reply or f"[{ticket.policy_id}]" not in reply:
+        return False
+    if ticket.needs is None:
+        return AMOUNT.search(reply) is None
+    return ticket.needs in reply
 
 
 def _draft(policy_id: str, order: dict[str, Any] | None) -> str:
+    """The reply: the policy, its id, and the order's facts where the policy uses them (the
+    refund per returned item is the unit price; other policies only name the order)."""
     p = POLICIES[policy_id]
     text = f"Thank you for writing to us. {p['text']} [{policy_id}]"
-    if order is not None:
+    if order is not None and policy_id == "pol-returns":
         text += (f" Each {order['item']} on order {order['order_id']} cost "
                  f"{order['unit_price']} rupees, so that is what you get back.")
+    elif order is not None:
+        text += f" This is about the {order['item']} on order {order['order_id']}."
     return text
 
 
