@@ -12,7 +12,8 @@ those choices by :mod:`primer.agents.cost`, never typed in:
   (:func:`~primer.agents.cost.per_step_success_needed`);
 - tokens at the step cap (:func:`~primer.agents.cost.cumulative_input_tokens`) and the
   share of the context window they fill (:func:`~primer.agents.cost.context_budget`);
-- dollars a day (:func:`~primer.agents.cost.daily_cost_usd`).
+- dollars a day (:func:`~primer.agents.cost.daily_cost_usd`): good runs only (a lower
+  bound), and the expected cost when every failed run goes on to the step cap.
 
 :meth:`SupportDesign.review` flags choices an interviewer would question, and
 :func:`checklist` holds the questions interviewers ask, marking which key terms an answer
@@ -68,7 +69,10 @@ class DesignNumbers:
     ``end_to_end_success``: ``per_step_success ** good_run_steps``; ``per_step_needed``: the
     per-step rate for :data:`TARGET_SUCCESS` over ``good_run_steps``; ``context_share_at_cap``:
     the window share the last call of a capped run needs; ``daily_cost_usd``: good runs at
-    ``tasks_per_day``.
+    ``tasks_per_day`` (a lower bound: failed runs cost more); ``expected_cost_per_task_usd``:
+    ``s × good run + (1 − s) × run at the cap`` with ``s`` = ``end_to_end_success``, i.e. a
+    failed run is priced as one that uses every step (a failure that stops earlier costs
+    less, so this leans high); ``expected_daily_cost_usd``: that at ``tasks_per_day``.
     """
 
     cost_per_task_usd: float
@@ -80,6 +84,8 @@ class DesignNumbers:
     per_step_needed: float
     context_share_at_cap: float
     daily_cost_usd: float
+    expected_cost_per_task_usd: float
+    expected_daily_cost_usd: float
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,10 @@ class SupportDesign:
     - ``static_tokens``: system prompt and task; ``tool_definition_tokens``: the tool
       definitions; ``tokens_per_step``: history each step adds (the model's reply plus the
       tool result); ``output_tokens_per_call``: tokens the model writes per call.
-    - ``prices``: USD per million tokens; ``context_window``: tokens; ``tasks_per_day``.
+    - ``prices``: USD per million tokens, default 3 in / 15 out: a design round quotes the
+      list prices of the model you choose (3 / 15 is ``claude-sonnet-4-6``'s), not the
+      course's 5 / 25 reference prices; set them from your choice. ``context_window``:
+      tokens; ``tasks_per_day``.
     - ``reasons``: why each limit was chosen, keyed ``"max_steps"``, ``"token_budget"``.
 
     Raises ``ValueError`` for sizes or limits that cannot work, saying which and why.
@@ -149,6 +158,8 @@ class SupportDesign:
         the first call carries no history)."""
         tokens, usd = self._run(self.good_run_steps)
         cap_tokens, cap_usd = self._run(self.max_steps)
+        success = end_to_end_success(self.per_step_success, self.good_run_steps)
+        expected = success * usd + (1 - success) * cap_usd
         last_call = context_budget(self.max_steps - 1, static=self.static_tokens,
                                    tool_definitions=self.tool_definition_tokens,
                                    per_step=self.tokens_per_step,
@@ -159,10 +170,12 @@ class SupportDesign:
             tokens_at_cap=cap_tokens,
             input_tokens_at_cap=cumulative_input_tokens(self.max_steps, self.base_tokens,
                                                         self.tokens_per_step),
-            end_to_end_success=end_to_end_success(self.per_step_success, self.good_run_steps),
+            end_to_end_success=success,
             per_step_needed=per_step_success_needed(TARGET_SUCCESS, self.good_run_steps),
             context_share_at_cap=last_call.share,
-            daily_cost_usd=daily_cost_usd(usd, self.tasks_per_day))
+            daily_cost_usd=daily_cost_usd(usd, self.tasks_per_day),
+            expected_cost_per_task_usd=expected,
+            expected_daily_cost_usd=daily_cost_usd(expected, self.tasks_per_day))
 
     def review(self) -> list[str]:
         """What an interviewer would question in this design, one sentence each ([] = none).
@@ -229,6 +242,8 @@ class SupportDesign:
                   f"  token_budget  {self.token_budget:>8,}   "
                   f"{self.reasons.get('token_budget', '')}",
                   "", "NUMBERS",
+                  f"  prices: {self.prices.input_per_mtok:g} USD in / "
+                  f"{self.prices.output_per_mtok:g} USD out per million tokens",
                   f"  a good run ({self.good_run_steps} steps): {n.tokens_per_task:,} tokens, "
                   f"{n.cost_per_task_usd:.4f} USD",
                   f"  a run at the cap ({self.max_steps} steps): {n.tokens_at_cap:,} tokens "
@@ -238,7 +253,10 @@ class SupportDesign:
                   f"{n.per_step_needed:.2%})",
                   f"  context at the cap: {n.context_share_at_cap:.1%} of "
                   f"{self.context_window:,} tokens",
-                  f"  a day of {self.tasks_per_day:,} good runs: {n.daily_cost_usd:,.2f} USD",
+                  f"  a day of {self.tasks_per_day:,} good runs: {n.daily_cost_usd:,.2f} USD "
+                  f"(a lower bound)",
+                  f"  a day of {self.tasks_per_day:,} tasks, each failed run at the cap: "
+                  f"{n.expected_daily_cost_usd:,.2f} USD",
                   "", "REVIEW"]
         notes = self.review()
         lines += [f"  - {note}" for note in notes] or ["  nothing to question"]

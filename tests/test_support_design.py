@@ -42,6 +42,27 @@ def test_a_run_at_the_cap_costs_more_than_twice_a_good_run_for_twice_the_steps()
     assert n.cost_at_cap_usd > 2 * n.cost_per_task_usd
 
 
+def test_the_expected_daily_cost_prices_each_failed_run_at_the_step_cap():
+    n = design(per_step_success=0.97).numbers()
+    failed = 1 - 0.97 ** 6
+    assert n.expected_cost_per_task_usd == pytest.approx(
+        (1 - failed) * n.cost_per_task_usd + failed * n.cost_at_cap_usd)
+    assert n.expected_daily_cost_usd == pytest.approx(10_000 * n.expected_cost_per_task_usd)
+    assert n.expected_daily_cost_usd > n.daily_cost_usd
+
+
+def test_a_design_that_never_fails_expects_only_good_runs():
+    n = design(per_step_success=1.0).numbers()
+    assert n.expected_daily_cost_usd == pytest.approx(n.daily_cost_usd)
+
+
+def test_the_worksheet_prints_its_prices_and_both_daily_costs():
+    sheet = design(prices=Prices(5.0, 25.0)).worksheet()
+    assert "prices: 5 USD in / 25 USD out per million tokens" in sheet
+    assert "good runs" in sheet and "(a lower bound)" in sheet
+    assert "each failed run at the cap" in sheet
+
+
 def test_success_compounds_over_the_good_runs_steps():
     n = design(per_step_success=0.95).numbers()
     assert n.end_to_end_success == pytest.approx(0.95 ** 6)
