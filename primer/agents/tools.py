@@ -404,9 +404,11 @@ def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
                   run: Callable[[Block], ToolExecution] | None = None) -> list[ToolExecution]:
     """Run one reply's ``tool_use`` blocks concurrently; results in request order.
 
-    Calls in one reply cannot depend on each other, so they run at the same time on a
+    Calls in one reply cannot use each other's results, so they run at the same time on a
     thread pool sized to the number of calls (at most ``max_workers``); the wall time is
-    about the slowest call, not the sum. A single call runs in the calling thread. One
+    about the slowest call, not the sum. They may still depend on order or side effects (a
+    create, then an update): a harness that needs an order runs such tools one at a time
+    (``max_workers=1`` runs a turn in request order). A single call runs in the calling thread. One
     failing call never loses its siblings' results: each call's failure is its own error
     result. ``run`` replaces ``registry.run`` for one call (used to add timeouts or hooks).
     """
