@@ -374,7 +374,8 @@ def load_trace(path: PathLike) -> Trace:
             problem = None if isinstance(event, dict) and isinstance(
                 event.get("event"), str) else "not a JSON object with an 'event' field"
         except json.JSONDecodeError as e:
-            event, problem = None, f"not valid JSON ({e.msg} at column {e.colno})"
+            event, problem = None, (f"not valid JSON: {e.msg.removesuffix(' at')} "
+                                     f"at column {e.colno}")
         if problem is None:
             events.append(event)
             continue
