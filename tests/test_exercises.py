@@ -214,7 +214,7 @@ def test_the_reported_line_counts_from_the_functions_def():
 
 def test_exception_reports_hide_memory_addresses_and_directories():
     try:
-        raise RuntimeError(f"{object()} in /home/someone/work/loop.py")
+        raise RuntimeError(f"{object()} in /home/someone/project/loop.py")
     except RuntimeError as e:
         line = describe_exception(e, json.dumps)  # a function with no frame in the traceback
     assert line == "raised RuntimeError: <object object at 0x…> in loop.py"

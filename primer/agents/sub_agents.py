@@ -65,7 +65,7 @@ class SubAgent:
         return text if len(text) <= self.summary_chars else text[: self.summary_chars - 1] + "…"
 
 
-def subagent_tool(name: str, description: str, make_llm: Callable[[], LLM],
+def sub_agent_tool(name: str, description: str, make_llm: Callable[[], LLM],
                   tools: Iterable[Tool] = (), *, system: str = "",
                   config: AgentConfig | None = None, summary_chars: int = 400) -> Tool:
     """A :class:`~primer.agents.tools.Tool` taking ``{"task": str}`` that runs a

@@ -12,7 +12,7 @@ from primer.agents import (
     tool,
     tool_reply,
 )
-from primer.agents.subagents import subagent_tool
+from primer.agents.sub_agents import sub_agent_tool
 
 
 @tool
@@ -31,7 +31,7 @@ def child_llm():
 
 
 def helper(config=None, make_llm=child_llm):
-    return subagent_tool("investigate", "Delegate reading logs.", make_llm, [read_log],
+    return sub_agent_tool("investigate", "Delegate reading logs.", make_llm, [read_log],
                          config=config or AgentConfig(max_steps=4, offer_handoff=False))
 
 
@@ -96,6 +96,6 @@ def test_a_child_that_hits_its_own_limit_is_reported_as_a_result_not_a_crash():
 
 def test_the_summary_is_cut_to_its_length():
     long_child = lambda: ScriptedLLM(["word " * 500])  # noqa: E731
-    h = subagent_tool("helper", "d", long_child, summary_chars=100)
+    h = sub_agent_tool("helper", "d", long_child, summary_chars=100)
     out = h.fn(task="x")
     assert len(out.value) == 100 and estimate_tokens(out.value) <= 25
