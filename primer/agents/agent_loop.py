@@ -389,6 +389,18 @@ class RunState:
         self.messages.append(message)
         self.prompt_estimate += estimate_tokens(message)
 
+    def recount_prompt_estimate(self) -> None:
+        """Estimate the whole prompt afresh (system + tool definitions + messages), once:
+        at the start of a run and after the message list was rewritten (compaction)."""
+        self.prompt_estimate = (estimate_tokens(self.system) + estimate_tokens(self.tool_defs)
+                                + sum(estimate_tokens(m) for m in self.messages))
+
+    def add_usage(self, usage: Usage, cost: float | None = None) -> None:
+        """Add ``usage`` (tokens) to the run's totals, and ``cost`` (USD; by default its
+        price at the run's ``prices``)."""
+        self.usage = self.usage + usage
+        self.cost_usd += cost_usd(usage, self.config.prices) if cost is None else cost
+
     def emit(self, kind: str, **data: Any) -> None:
         if self.on_event is not None:
             self.on_event(kind, data)
@@ -582,7 +594,7 @@ def check_approval(state: RunState, reply: Reply, registry: ToolRegistry) -> Sto
     return None
 
 
-def check_step_limit(state: RunState, reply: Reply) -> Stop | None:
+def check_step_limit(state: RunState, reply: Reply | None = None) -> Stop | None:
     """Stop when the model has used its last allowed call and still asks for tools.
 
     Tools requested on the last step are not run: no model call would read their results.
@@ -591,6 +603,14 @@ def check_step_limit(state: RunState, reply: Reply) -> Stop | None:
         return Stop(StopCause.MAX_STEPS,
                     f"the step limit of {state.config.max_steps} model calls was reached")
     return None
+
+
+def _no_call_left(state: RunState) -> Stop | None:
+    """The step limit before a call: :func:`check_step_limit` when no model call is left.
+
+    (Not named ``check_*``: the figures place each check where it first fires after a reply.)
+    """
+    return check_step_limit(state)
 
 
 def check_no_progress(state: RunState) -> Stop | None:
@@ -705,7 +725,7 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
                      started_at=config.clock(), on_event=on_event,
                      hooks=as_hook_list(hooks), output_model=output_model)
-    state.prompt_estimate = estimate_tokens(system) + estimate_tokens(state.tool_defs)
+    state.recount_prompt_estimate()
     if config.checkpoint_dir is not None:
         from .checkpoint import Checkpoint
         state.checkpoint = Checkpoint(Path(config.checkpoint_dir), scenario=scenario)
@@ -718,9 +738,9 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
 def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResult:
     """The loop body from any state: call, check, run tools, repeat (see module docstring)."""
     while True:
-        if state.model_calls >= state.config.max_steps:  # e.g. a resumed run with none left
-            return finish(state, Stop(StopCause.MAX_STEPS, f"the step limit of "
-                                      f"{state.config.max_steps} model calls was reached"), None)
+        stop = _no_call_left(state)  # a pause_turn on the last call, or a resumed run
+        if stop:
+            return finish(state, stop, None)
         stop = check_wall_clock(state)
         if stop is None:
             compact_if_needed(state)  # summarise older turns past compact_share
@@ -749,8 +769,6 @@ def continue_run(llm: LLM, registry: ToolRegistry, state: RunState) -> AgentResu
             stop = check_budgets_after_tools(state) or check_no_progress(state)
             if stop:
                 return finish(state, stop, None)
-        elif state.model_calls >= state.config.max_steps:  # pause_turn on the last step
-            return finish(state, check_step_limit(state, reply), None)  # type: ignore[arg-type]
 
 
 def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
@@ -784,8 +802,7 @@ def call_model(llm: LLM, state: RunState) -> tuple[Reply | None, Stop | None]:
     content = reply.content if isinstance(reply.content, list | str) else [reply.content]
     reply = Reply(normalize_content(content, state.model_calls + 1, state.tool_use_ids),
                   reply.stop_reason, usage, reply.model)
-    state.usage = state.usage + reply.usage
-    state.cost_usd += cost_usd(reply.usage, c.prices)
+    state.add_usage(reply.usage)
     step = Step(state.model_calls + 1, reply, reply.usage, state.usage, state.cost_usd,
                 prompt_estimate, latency, model_retries=failed)
     state.steps.append(step)
@@ -854,8 +871,7 @@ def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> Non
     """Add the reported usage of failed model attempts to the run's totals; emit each retry."""
     if failed:
         extra = failed_usage(failed)
-        state.usage = state.usage + extra
-        state.cost_usd += cost_usd(extra, state.config.prices)
+        state.add_usage(extra)
         for record in failed:
             state.emit("model_retry", step=state.model_calls + 1, **record)
 
@@ -897,8 +913,7 @@ def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> 
     index = state.steps[-1].index
     for e in executions:
         if e.usage is not None:  # models that ran inside the tool (a sub-agent)
-            state.usage = state.usage + e.usage
-            state.cost_usd += e.cost_usd
+            state.add_usage(e.usage, e.cost_usd)
         state.recent_errors.append(e.is_error)
         if state.on_event is not None:
             state.emit("tool_execution", step=index, **e.to_dict())

@@ -25,7 +25,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .cost import cost_usd
 from .llm import LLM, Usage, estimate_tokens
 from .messages import Message, blocks_of, text_block, tool_uses_of, user_message
 from .tools import ToolExecution
@@ -231,10 +230,8 @@ def compact_if_needed(state: RunState) -> None:
                          f"it must return a Usage")
         return
     state.messages[:] = new
-    state.prompt_estimate = (estimate_tokens(state.system) + estimate_tokens(state.tool_defs)
-                             + sum(estimate_tokens(m) for m in state.messages))
-    state.usage = state.usage + usage
-    state.cost_usd += cost_usd(usage, c.prices)
+    state.recount_prompt_estimate()
+    state.add_usage(usage)
     state.compactions += 1
     state.emit("compaction", step=state.model_calls + 1, before_tokens=before,
                after_tokens=state.prompt_estimate, messages=len(state.messages))
