@@ -204,3 +204,9 @@ def test_a_summariser_returning_no_usage_is_a_failed_compaction_not_a_crash():
                        on_event=lambda kind, data: events.append(kind))
     assert "compaction_failed" in events
     assert isinstance(result.usage, Usage)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.inf, math.nan, True])
+def test_a_tool_timeout_that_cannot_work_is_refused_when_the_tool_is_made(timeout):
+    with pytest.raises(ValueError, match="timeout_s"):
+        counting_tool(timeout_s=timeout)

@@ -73,7 +73,7 @@ class Tool:
     it runs. ``timeout_s`` (seconds) overrides the run's default tool timeout.
 
     Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
-    JSON Schema.
+    JSON Schema, and ``ValueError`` for a bad name or ``timeout_s``.
     """
 
     name: str
@@ -90,6 +90,11 @@ class Tool:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, _ or -")
+        t = self.timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)
+                              or not 0 < t <= 86_400 * 365):
+            raise ValueError(f"tool {self.name}: timeout_s must be a number of seconds > 0 "
+                             f"(at most a year) or None, not {t!r}")
         cls = jsonschema.validators.validator_for(self.input_schema)
         cls.check_schema(self.input_schema)
         self._validator = _strict_validator(cls)(self.input_schema)
