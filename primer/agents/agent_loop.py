@@ -889,11 +889,18 @@ def run_tools(registry: ToolRegistry, state: RunState, tool_uses: list[Block]) -
             for b in tool_uses):
         executions = state.checkpoint.run_reply(registry, state, tool_uses)
     else:
-        runner = ToolRunner.from_config(registry, state.config)
-        run = with_hooks(state.hooks, runner, registry) if state.hooks else runner
         executions = execute_tools(registry, tool_uses,
-                                   max_workers=state.config.max_parallel_tools, run=run)
+                                   max_workers=state.config.max_parallel_tools,
+                                   run=tool_runner(registry, state))
     record_executions(state, executions)
+
+
+def tool_runner(registry: ToolRegistry, state: RunState) -> Callable[[Block], ToolExecution]:
+    """How one call of this run is executed: timeouts and retries from its config
+    (:class:`~primer.agents.production.ToolRunner`), wrapped by its hooks, which may not
+    turn a call into one of a tool that needs approval. Used by the loop and by checkpoints."""
+    runner = ToolRunner.from_config(registry, state.config)
+    return with_hooks(state.hooks, runner, registry) if state.hooks else runner
 
 
 def record_executions(state: RunState, executions: list[ToolExecution]) -> None:

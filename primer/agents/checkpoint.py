@@ -72,11 +72,11 @@ from .agent_loop import (
     check_no_progress,
     continue_run,
     finish,
+    tool_runner,
 )
-from .hooks import as_hook_list, with_hooks
+from .hooks import as_hook_list
 from .llm import LLM, Reply, Usage
 from .messages import Block, tool_use_block, user_message
-from .production import ToolRunner
 from .tools import Tool, ToolExecution, ToolRegistry, execute_tools, idempotency_key
 
 try:  # POSIX: serialise approve/resume of one checkpoint across processes
@@ -462,9 +462,7 @@ class Checkpoint:
         """
         todo = [c for c in calls if c["state"] != "done"]
         by_id = {c["tool_use_id"]: c for c in todo}
-        runner: Any = ToolRunner.from_config(registry, state.config)
-        if state.hooks:  # the same before/after-tool hooks as the loop's own path
-            runner = with_hooks(state.hooks, runner)
+        runner = tool_runner(registry, state)  # the loop's own: timeouts, retries, hooks
         if todo:
             execute_tools(registry, [_block(c) for c in todo],
                           max_workers=state.config.max_parallel_tools,
