@@ -53,7 +53,7 @@ from .production import (
     call_model_with_retries,
     failed_usage,
 )
-from .tools import Tool, ToolExecution, ToolRegistry, execute_tools, safe_str
+from .tools import Tool, ToolExecution, ToolRegistry, compact_json, execute_tools, safe_str
 
 
 class StopCause(str, Enum):
@@ -1019,10 +1019,10 @@ def call_cells(tool_uses: list[Block], ran: list[dict[str, Any]],
 
     by_id = {x["tool_use_id"]: x for x in ran}
     if all(b.get("id") in by_id for b in tool_uses):
-        return ("; ".join(f"{x['name']}({_compact(x['input'])})" for x in ran) or "-",
+        return ("; ".join(f"{x['name']}({compact_json(x['input'])})" for x in ran) or "-",
                 "; ".join(map(result, ran)))
     calls = "; ".join(("" if b.get("id") in by_id else f"[{unrun}] ")
-                      + f"{b.get('name')}({_compact(b.get('input'))})" for b in tool_uses)
+                      + f"{b.get('name')}({compact_json(b.get('input'))})" for b in tool_uses)
     results = "; ".join(result(by_id[b.get("id")]) if b.get("id") in by_id else unrun
                         for b in tool_uses)
     return calls, results
@@ -1036,13 +1036,6 @@ def _step_row(s: Step) -> dict[str, Any]:
             "results / answer": results, "in": s.usage.prompt_tokens,
             "out": s.usage.output_tokens, "total": s.total_usage.total_tokens,
             "cost USD": f"{s.cost_usd:.4f}"}
-
-
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def format_trace_table(rows: list[dict[str, Any]], width: int = 60) -> str:

@@ -119,10 +119,10 @@ class Tool:
         if isinstance(args, str):
             return (f"{self.name}: input must be a JSON object, but it arrived as a string "
                     f"({_short(args)}). Send the arguments as an object matching "
-                    f"input_schema {_compact(self.input_schema)}.")
+                    f"input_schema {compact_json(self.input_schema)}.")
         if not isinstance(args, dict):
             return (f"{self.name}: input must be a JSON object, not {_json_type(args)}. "
-                    f"Expected input_schema: {_compact(self.input_schema)}.")
+                    f"Expected input_schema: {compact_json(self.input_schema)}.")
         if self._fast is None:  # compiled on first use, once per distinct schema
             self._fast = _fast_check(json.dumps(self.input_schema, sort_keys=True))
         if self._fast is not False and self._fast(args):
@@ -133,7 +133,7 @@ class Tool:
         lines = [f"at '{'/'.join(map(str, e.absolute_path))}': {e.message}"
                  if e.absolute_path else e.message for e in errors]
         return (f"{self.name}: invalid input: {'; '.join(lines)}. "
-                f"Expected input_schema: {_compact(self.input_schema)}.")
+                f"Expected input_schema: {compact_json(self.input_schema)}.")
 
     @property
     def takes_idempotency_key(self) -> bool:
@@ -488,8 +488,12 @@ def _strict_validator(cls: Any) -> Any:
         cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
-def _compact(obj: Any) -> str:
-    return json.dumps(obj, separators=(", ", ": "), ensure_ascii=False)
+def compact_json(value: Any) -> str:
+    """``value`` as one line of JSON for messages and tables (its ``repr`` if not JSON)."""
+    try:
+        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _short(value: Any, limit: int = 80) -> str:

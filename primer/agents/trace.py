@@ -405,13 +405,6 @@ def _check_header(p: Path, first: dict[str, Any]) -> None:
                          f"primer to read it.")
 
 
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 # ---------------------------------------------------------------- replay
 
 
