@@ -23,11 +23,10 @@ subprocess, speak over its stdin/stdout, stop it when the block ends), :func:`mc
 (a Streamable HTTP URL), :func:`mcp_inprocess_tools` (a server object in this process, for
 fast lessons and tests). :class:`MCPConnection` is the object behind them.
 
-The ``mcp`` SDK is async (anyio); our tools are sync functions. Each connection therefore
-runs one event loop on a daemon thread of its own and every wait on it is bounded, so
-neither a hung server nor a forgotten connection can hang the caller or interpreter exit
-(open connections are closed by an ``atexit`` hook; the SDK stops a stdio server by closing
-its stdin, then SIGTERM, then SIGKILL to its process group).
+The ``mcp`` SDK is async (anyio), our tools sync: each connection runs one event loop on a
+daemon thread of its own, and every wait on it is bounded, so neither a hung server nor a
+forgotten connection can hang the caller or interpreter exit (an ``atexit`` hook closes open
+connections; the SDK stops a stdio server: stdin closed, then SIGTERM, then SIGKILL).
 
 Imported only when used: ``import primer.agents`` does not import ``mcp``.
 """
@@ -41,23 +40,25 @@ import json
 import os
 import shlex
 import tempfile
-import threading
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO, TypedDict
 
 import anyio
 import jsonschema
 import mcp_types as types
 import pydantic
-from anyio.from_thread import BlockingPortal
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from .event_loop_thread import EventLoopThread
 from .production import ToolTimeout
 from .tools import Tool, ToolError, ToolOutput, safe_str
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Seconds a call may wait beyond its ``timeout_s`` for the SDK to report its own timeout,
 #: before the wait is abandoned; the bound that holds even if the event loop is stuck.
@@ -65,13 +66,21 @@ GRACE_S = 2.0
 #: Seconds :meth:`MCPConnection.close` waits for the SDK's shutdown (a stdio server gets
 #: 2 s to exit after its stdin closes, then SIGTERM, then SIGKILL 2 s later).
 CLOSE_TIMEOUT_S = 10.0
-#: At most this many pages of ``tools/list`` are read, so a paginator that never ends
-#: cannot hang the connection.
+#: At most this many pages of ``tools/list`` are read (a paginator that never ends).
 MAX_LIST_PAGES = 100
 #: Characters of a stdio server's stderr quoted in the error when it dies.
 STDERR_TAIL_CHARS = 300
 
 Target = Server[Any] | MCPServer | str | StdioServerParameters
+
+
+class MCPOptions(TypedDict, total=False):
+    """The options every way of connecting takes (see :class:`MCPConnection`)."""
+
+    timeout_s: float
+    connect_timeout_s: float
+    side_effecting: bool | Collection[str]
+    needs_approval: bool | Collection[str]
 
 
 class MCPConnectionError(Exception):
@@ -130,7 +139,7 @@ class MCPConnection:
         self.annotations: dict[str, dict[str, Any]] = {}
         #: The name the server gave for itself, if it did.
         self.server_name: str | None = None
-        self._loop: _LoopThread | None = None
+        self._loop: EventLoopThread | None = None
         self._client: Client | None = None
         self._hold: concurrent.futures.Future[None] | None = None
         self._stop: anyio.Event | None = None
@@ -144,7 +153,7 @@ class MCPConnection:
     @classmethod
     def stdio(cls, command: str, args: Sequence[str] = (), *, env: dict[str, str] | None = None,
               cwd: str | Path | None = None, stderr: TextIO | None = None,
-              **options: Any) -> MCPConnection:
+              **options: Unpack[MCPOptions]) -> MCPConnection:
         """A connection to a server started as ``command args...`` and spoken to over its
         stdin/stdout. ``env`` adds variables to the SDK's safe default environment (``PATH``,
         ``HOME`` and a few more; the rest of ours is not passed on). ``options`` as for
@@ -159,7 +168,7 @@ class MCPConnection:
         return conn
 
     @classmethod
-    def http(cls, url: str, **options: Any) -> MCPConnection:
+    def http(cls, url: str, **options: Unpack[MCPOptions]) -> MCPConnection:
         """A connection to a Streamable HTTP server at ``url`` (e.g.
         ``http://127.0.0.1:8000/mcp``). ``options`` as for :class:`MCPConnection`."""
         if not url.startswith(("http://", "https://")):
@@ -167,7 +176,8 @@ class MCPConnection:
         return cls(url, label=url, **options)
 
     @classmethod
-    def inprocess(cls, server: Server[Any] | MCPServer, **options: Any) -> MCPConnection:
+    def inprocess(cls, server: Server[Any] | MCPServer,
+                  **options: Unpack[MCPOptions]) -> MCPConnection:
         """A connection to ``server``, an ``mcp`` server object in this process (no
         subprocess, no sockets: the SDK dispatches requests to it directly). Its tools run
         on this process's threads, so a tool that crashes the process crashes the caller."""
@@ -185,7 +195,7 @@ class MCPConnection:
         """Connect, list the server's tools and build :attr:`tools`; returns ``self``."""
         if self._loop is not None or self.closed:
             raise RuntimeError(f"MCP connection to {self.label} was already opened")
-        self._loop = _LoopThread(f"mcp {self.label}"[:60])
+        self._loop = EventLoopThread(f"mcp {self.label}"[:60], timeout_s=CLOSE_TIMEOUT_S)
         atexit.register(self.close)
         ready: concurrent.futures.Future[list[types.Tool]] = concurrent.futures.Future()
         self._hold = self._loop.portal.start_task_soon(self._run, ready)
@@ -393,7 +403,10 @@ def _block_text(block: types.ContentBlock) -> str:
 
 
 @contextlib.contextmanager
-def mcp_stdio_tools(command: str, args: Sequence[str] = (), **options: Any) -> Iterator[list[Tool]]:
+def mcp_stdio_tools(command: str, args: Sequence[str] = (), *,
+                    env: dict[str, str] | None = None, cwd: str | Path | None = None,
+                    stderr: TextIO | None = None,
+                    **options: Unpack[MCPOptions]) -> Iterator[list[Tool]]:
     """Start ``command args...`` as an MCP server; yield its tools; stop it at the end.
 
     ``options``: ``timeout_s`` (seconds per call, default 30), ``connect_timeout_s``,
@@ -402,12 +415,12 @@ def mcp_stdio_tools(command: str, args: Sequence[str] = (), **options: Any) -> I
     started or does not answer, ``ValueError`` for a marked name it does not list. E.g.
     ``with mcp_stdio_tools("python", ["-m", "primer", "mcp-serve", "orders"]) as tools:``.
     """
-    with MCPConnection.stdio(command, args, **options) as conn:
+    with MCPConnection.stdio(command, args, env=env, cwd=cwd, stderr=stderr, **options) as conn:
         yield conn.tools
 
 
 @contextlib.contextmanager
-def mcp_http_tools(url: str, **options: Any) -> Iterator[list[Tool]]:
+def mcp_http_tools(url: str, **options: Unpack[MCPOptions]) -> Iterator[list[Tool]]:
     """Connect to the Streamable HTTP MCP server at ``url``; yield its tools.
 
     ``options`` and errors as for :func:`mcp_stdio_tools` (no ``env``, ``cwd``, ``stderr``).
@@ -417,7 +430,8 @@ def mcp_http_tools(url: str, **options: Any) -> Iterator[list[Tool]]:
 
 
 @contextlib.contextmanager
-def mcp_inprocess_tools(server: Server[Any] | MCPServer, **options: Any) -> Iterator[list[Tool]]:
+def mcp_inprocess_tools(server: Server[Any] | MCPServer,
+                        **options: Unpack[MCPOptions]) -> Iterator[list[Tool]]:
     """Connect to ``server``, an ``mcp`` server object in this process; yield its tools.
 
     The fast path for lessons and tests: same protocol objects, no subprocess. ``options``
@@ -428,39 +442,6 @@ def mcp_inprocess_tools(server: Server[Any] | MCPServer, **options: Any) -> Iter
 
 
 # ---------------------------------------------------------------- helpers
-
-class _LoopThread:
-    """An anyio event loop on a daemon thread, reached through a ``BlockingPortal``.
-
-    A daemon thread, so an unclosed connection cannot block interpreter exit; the
-    ``atexit`` hook of :class:`MCPConnection` closes it properly first.
-    """
-
-    def __init__(self, name: str) -> None:
-        started: concurrent.futures.Future[BlockingPortal] = concurrent.futures.Future()
-
-        async def serve() -> None:
-            async with BlockingPortal() as portal:
-                started.set_result(portal)
-                await portal.sleep_until_stopped()
-
-        def main() -> None:
-            try:
-                anyio.run(serve)
-            except BaseException as e:  # noqa: BLE001 - handed to the thread that waits
-                if not started.done():
-                    started.set_exception(e)
-
-        self.thread = threading.Thread(target=main, name=name, daemon=True)
-        self.thread.start()
-        self.portal = started.result(timeout=CLOSE_TIMEOUT_S)
-
-    def stop(self) -> None:
-        """Cancel what still runs on the loop and end the thread (bounded)."""
-        with contextlib.suppress(Exception):
-            self.portal.start_task_soon(self.portal.stop, True).result(timeout=CLOSE_TIMEOUT_S)
-        self.thread.join(CLOSE_TIMEOUT_S)
-
 
 async def _set(event: anyio.Event) -> None:
     event.set()
