@@ -299,9 +299,14 @@ def test_a_stdio_server_runs_the_order_task_and_is_stopped_when_the_block_ends()
 
 def test_a_hung_stdio_server_is_a_timeout_result_and_its_process_is_cleaned_up():
     before, start = children(), time.monotonic()
-    with mcp_stdio_tools(SERVE[0], [*SERVE[1:], "--hang", "get_order"], timeout_s=0.5) as tools:
+    with MCPConnection.stdio(SERVE[0], [*SERVE[1:], "--hang", "get_order"],
+                             timeout_s=0.5) as conn:
         (server,) = children() - before
-        result = run_agent(lookup_then_add(), "t", tools, config=NO_RETRIES)
+        result = run_agent(lookup_then_add(), "t", conn.tools, config=NO_RETRIES)
+        deadline = time.monotonic() + 5  # the cancellation crosses the pipe to the server
+        while "cancelled the call of get_order" not in conn.server_stderr():
+            assert time.monotonic() < deadline, conn.server_stderr()
+            time.sleep(0.05)
     hung, added = executions(result)
     assert (hung.error_kind, added.content) == ("timeout", "4")
     assert result.stop_cause is StopCause.END_TURN

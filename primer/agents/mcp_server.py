@@ -11,8 +11,9 @@ The server object runs in-process (:func:`primer.agents.mcp.mcp_inprocess_tools`
 stdio (:func:`serve_stdio`) or over Streamable HTTP (:func:`serve_http`);
 ``python -m primer mcp-serve orders`` runs the order world with either. ``faults`` makes a
 tool misbehave on purpose, for lessons and tests: ``"hang"`` never answers (the handler waits
-until the client cancels the request), ``"crash"`` ends the server process with exit status
-1 before answering, as a segfault or an out-of-memory kill would. A crash ends the whole
+until the client cancels the request, then logs that on the ``primer.mcp_server`` logger),
+``"crash"`` ends the server process with exit status 1 before answering, as a segfault or an
+out-of-memory kill would. A crash ends the whole
 process, so use it only for a server in a process of its own (stdio or HTTP).
 
 Imported only when used: ``import primer.agents`` does not import ``mcp``.
@@ -20,6 +21,7 @@ Imported only when used: ``import primer.agents`` does not import ``mcp``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +37,8 @@ from primer import __version__
 
 from .messages import tool_use_block
 from .tools import Tool, ToolRegistry
+
+log = logging.getLogger(__name__)
 
 #: What a faulty tool does when called: never answer, or end the server process.
 Fault = Literal["hang", "crash"]
@@ -79,7 +83,10 @@ def mcp_server(tools: ToolRegistry | Iterable[Tool], *, name: str,
         calls += 1
         fault = faults.get(params.name)
         if fault == "hang":
-            await anyio.sleep_forever()  # cancelled when the client gives up on the request
+            try:
+                await anyio.sleep_forever()
+            finally:  # the client gave up and cancelled the request
+                log.info("the client cancelled the call of %s", params.name)
         if fault == "crash":
             print(f"{name}: crashing on purpose on a call of {params.name}", file=sys.stderr,
                   flush=True)

@@ -7,8 +7,9 @@ and prints the URL on stderr once the port is bound. The tools are the world's o
 functions (:mod:`primer.scenarios.orders`), listed with the same ``input_schema`` and
 answering with the same texts as in a local run (:func:`primer.agents.mcp_server.mcp_server`).
 
-``--hang TOOL`` makes calls of TOOL never answer; ``--crash TOOL`` makes the server process
-exit with status 1 when TOOL is called: the two failures lesson 16 shows a client surviving.
+``--hang TOOL`` makes calls of TOOL never answer (a cancelled call is logged on stderr);
+``--crash TOOL`` makes the server process exit with status 1 when TOOL is called: the two
+failures lesson 16 shows a client surviving.
 
 An unknown world or tool, or a port that cannot be bound, is one line on stderr and exit
 code 2. Stdout belongs to the protocol in stdio mode: nothing else is printed there.
@@ -17,6 +18,7 @@ code 2. Stdout belongs to the protocol in stdio mode: nothing else is printed th
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -75,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"mcp-serve: {e}", file=sys.stderr)
         return USAGE_ERROR
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"primer-{args.world}: %(message)s"))
+    logging.getLogger("primer").addHandler(handler)
+    logging.getLogger("primer").setLevel(logging.INFO)
     try:
         if args.http is None:
             serve_stdio(server)
