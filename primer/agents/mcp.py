@@ -441,7 +441,7 @@ def mcp_inprocess_tools(server: Server[Any] | MCPServer,
         yield conn.tools
 
 
-# ---------------------------------------------------------------- helpers
+# ---------------------------------------------------------------- internals
 
 async def _set(event: anyio.Event) -> None:
     event.set()
