@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "approvals",
     "trace", "replay", "eval",
     "check_loop",
+    "mcp_serve",
 ]
 
 
