@@ -279,8 +279,14 @@ def to_conversation(trace: Trace) -> dict[str, Any]:
     """A trace as the conversation JSON :func:`read_conversation` reads (usage per call).
 
     The messages are :meth:`Trace.messages` with each assistant message carrying its
-    ``stop_reason`` and ``usage``; ``system`` and ``tools`` come from the trace.
+    ``stop_reason`` and ``usage``; ``system`` and ``tools`` come from the trace. When the
+    run stopped on a reply that asked for tools, the loop answered those calls "not run"
+    (the trace records the stop, not those answers): they are written as the loop wrote
+    them, so the conversation is the one the run ended with. A run paused for approval, or
+    one with no stop line, ends on its unanswered ``tool_use``, as it did.
     """
+    from .agent_loop import Stop, StopCause, _not_run
+
     replies = iter(trace.replies())
     messages: list[dict[str, Any]] = []
     for m in trace.messages():
@@ -288,6 +294,13 @@ def to_conversation(trace: Trace) -> dict[str, Any]:
             reply = next(replies)
             m = {**m, "stop_reason": reply.stop_reason, "usage": reply.usage.to_dict()}
         messages.append(m)
+    stop = trace.stop
+    last = messages[-1]
+    if (stop is not None and last["role"] == "assistant" and trace.stop_cause
+            is not StopCause.AWAITING_APPROVAL and tool_uses_of(last["content"])):
+        why = Stop(StopCause(stop["cause"]), str(stop.get("detail", "")))
+        messages.append({"role": "user", "content": [
+            _not_run(b, why).result_block() for b in tool_uses_of(last["content"])]})
     return {"system": trace.system, "tools": trace.tools, "messages": messages}
 
 
