@@ -82,3 +82,30 @@ def test_the_agents_sdk_with_a_higher_cap_lets_the_burner_spend_more():
     ten = asyncio.run(run_agents_sdk(BURNER))
     twenty = asyncio.run(run_agents_sdk(BURNER, max_turns=20))
     assert twenty.model_calls == 20 and twenty.usage.total_tokens > 2 * ten.usage.total_tokens
+
+
+def test_lesson_13s_figures_for_langgraphs_default_limit_and_the_burner():
+    """The values lesson 13 states: LangGraph's default allows 5,004 model calls; the
+    burner's prompt (229 tokens, +183 a call) outgrows a 200,000-token window at call 1,093,
+    after about 109 million input tokens, 546 USD at the course's prices."""
+    from itertools import count
+
+    from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
+
+    from primer.agents import Prices, Usage, cost_usd
+    from primer.agents.cost import call_input_tokens, cumulative_input_tokens
+
+    assert int(DEFAULT_RECURSION_LIMIT) // 2 + 1 == 5_004
+    steps = run_ours(BURNER).extra["result"].steps
+    base = steps[0].usage.input_tokens
+    growth = round((steps[-1].usage.input_tokens - base) / (len(steps) - 1))
+    assert (base, growth) == (229, 183)
+    full_at = next(n for n in count(1) if call_input_tokens(n, base, growth) > 200_000)
+    sent = cumulative_input_tokens(full_at - 1, base, growth)
+    assert full_at == 1_093 and round(sent / 1e6) == 109
+    assert round(cost_usd(Usage(sent), Prices())) == 546
+
+
+def test_lesson_13s_figures_for_the_tool_runner_after_30_calls():
+    assert f"{run_tool_runner(REPEATS, give_up_after=30).cost_usd:.2f}" == "0.25"
+    assert f"{run_tool_runner(BURNER, give_up_after=30).cost_usd:.2f}" == "0.44"
