@@ -269,15 +269,13 @@ class _Reading:
 
     def no_progress(self) -> list[Finding]:
         window = self.config.no_progress_window or DEFAULT_NO_PROGRESS_WINDOW
-        best: list[tuple[int, dict[str, Any]]] = []
-        run: list[tuple[int, dict[str, Any]]] = []
-        for s in self.steps:
-            for x in s.executions:
-                if x.get("error_kind") == "not_run":
-                    continue
-                run = [*run, (s.index, x)] if x.get("is_error") else []
-                if len(run) > len(best):
-                    best = run
+        results = [(s.index, x) for s in self.steps for x in s.executions
+                   if x.get("error_kind") != "not_run"]
+        longest = streak = (0, 0)  # (start, length) of the longest run of error results
+        for k, (_, x) in enumerate(results):
+            streak = (streak[0], streak[1] + 1) if x.get("is_error") else (k + 1, 0)
+            longest = max(longest, streak, key=lambda r: r[1])
+        best = results[longest[0]:longest[0] + longest[1]]
         if len(best) < window:
             return []
         names = Counter(x.get("name") for _, x in best)
