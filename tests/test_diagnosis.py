@@ -245,3 +245,25 @@ def test_to_dict_is_json_with_one_entry_per_finding():
     assert data["found"] is True and data["stop_cause"] == "max_steps"
     assert [f["mode"] for f in data["findings"]] == ["runaway_cost"]
     assert data["findings"][0]["effect"]["setting"] == "token_budget=50_000"
+
+
+def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cross_it(tmp_path):
+    """budget_check="before": the first call whose worst case (total so far + its prompt
+    estimate + max_tokens of output) passes the budget is never made."""
+    from primer.agents import AgentConfig, run_agent
+    from primer.scenarios import burner
+
+    path = tmp_path / "before.jsonl"
+    run_agent(burner.make_llm(), burner.TASK, burner.make_tools(), system=burner.SYSTEM,
+              config=AgentConfig(max_steps=30, token_budget=None, budget_check="before"),
+              trace=path)
+    trace = load_trace(path)
+    spent, first_refused = 0, None
+    for s in trace.steps():
+        if spent + s.call["prompt_estimate"] + trace.config.max_tokens > 50_000:
+            first_refused = s.index
+            break
+        spent += s.reply.usage.total_tokens
+    effect = diagnose(path).findings[0].effect
+    assert effect.before_call and effect.stops_at == first_refused
+    assert effect.calls_saved == len(trace.steps()) - first_refused + 1
