@@ -452,7 +452,7 @@ class _Reading:
                         "record traces with run_agent(..., trace=PATH); every exit names "
                         "its stop cause")]
 
-    # ------------------------------------------------------------ helpers
+    # ------------------------------------------------------------ the answer, the what-if
 
     def _final_answer(self) -> str | None:
         if not self.replies:
