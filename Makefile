@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	    $(PYTHON) -m pip --python $(BIN)/python install --quiet pip; \
 	  fi; \
 	fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,frameworks]'
 	@cd / && $(abspath $(BIN))/python -c 'import primer' || \
 	  { echo "the editable install cannot import primer: is primer/__init__.py there?"; exit 1; }
 	@touch $@

@@ -16,7 +16,7 @@ COMMAND_MODULES = [
     "figures",
     "bench",
     "approvals",
-    "trace", "replay", "eval",
+    "trace", "replay", "eval", "diagnose",
     "check_loop",
     "mcp_serve",
 ]

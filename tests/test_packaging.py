@@ -36,7 +36,8 @@ def normalise(requirement: str) -> str:
 
 def pyproject_dependency_names() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
+    extras = project["optional-dependencies"]
+    requirements = project["dependencies"] + extras["dev"] + extras["frameworks"]
     return {normalise(r) for r in requirements}
 
 
@@ -67,12 +68,12 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     )
 
 
-def test_environment_yml_installs_the_project_itself_with_its_dev_extra():
+def test_environment_yml_installs_the_project_itself_with_its_dev_and_frameworks_extras():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "agent-loop-primer"
     assert env["channels"] == ["conda-forge"]
     pip_lists = [e["pip"] for e in env["dependencies"] if isinstance(e, dict)]
-    assert pip_lists == [["-e .[dev]"]]
+    assert pip_lists == [["-e .[dev,frameworks]"]]
 
 
 def test_ci_entry_point_is_an_executable_bash_script():

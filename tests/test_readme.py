@@ -32,7 +32,7 @@ def test_the_five_line_example_prints_exactly_the_output_shown_under_it():
 
 
 @pytest.mark.parametrize("command", ["demo", "trace show", "replay", "eval", "check-loop",
-                                     "approvals list", "approve", "resume"])
+                                     "approvals list", "approve", "resume", "diagnose"])
 def test_each_command_the_readme_lists_exists(command):
     assert f"python -m primer {command}" in section("Other commands")
     words = command.split()
@@ -44,4 +44,4 @@ def _required(command: str) -> list[str]:
     """Enough arguments for ``command`` to parse (nothing is run)."""
     return {"trace": ["f.jsonl"], "replay": ["f.jsonl"], "approvals": ["dir"],
             "approve": ["ck.json", "toolu_1", "--yes"], "resume": ["ck.json"],
-            "check-loop": ["loop.py"], "demo": ["orders"]}.get(command, [])
+            "check-loop": ["loop.py"], "demo": ["orders"], "diagnose": ["f.jsonl"]}.get(command, [])

@@ -114,7 +114,7 @@ __all__ = [
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
 _LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
-         "FakeModelServer": "fake_server"}
+         "FakeModelServer": "fake_server", "diagnose": "diagnosis", "Diagnosis": "diagnosis"}
 
 
 def __getattr__(name: str) -> object:

@@ -1,0 +1,376 @@
+"""A plain Messages-API conversation saved as JSON, read as a :class:`~primer.agents.trace.Trace`.
+
+Any framework, or the ``anthropic`` SDK itself, can dump the conversation of a run: the
+``messages`` list in the Anthropic Messages shape. :func:`read_conversation` turns that dump
+into an in-memory :class:`Trace` (no ``stop`` line: a conversation does not say why it ended),
+so everything that reads traces reads it too. :func:`load_run` reads a file that holds either.
+
+The file holds one JSON value, either the list of messages or an object::
+
+    {"system": "...",                       # optional: a string or a list of text blocks
+     "tools": [{"name", "description", "input_schema"}, ...],   # optional
+     "messages": [
+        {"role": "user", "content": "What does order A123 cost?"},
+        {"role": "assistant", "content": [...blocks...],
+         "stop_reason": "tool_use",          # optional (the SDK's Message has it)
+         "usage": {"input_tokens": 812, "output_tokens": 40}},   # optional
+        {"role": "user", "content": [{"type": "tool_result", ...}]},
+        ...],
+     "usage": [{...}, ...]}                  # optional: one usage per assistant message
+
+which is what ``{"messages": [m.model_dump() for m in history], ...}`` gives for the SDK's
+message objects. Each assistant message is one model call. Usage a call does not report is
+estimated the way :class:`~primer.agents.llm.ScriptedLLM` reports it (characters / 4 of the
+system prompt, tool definitions and messages sent; of the reply for output), and
+:attr:`Trace.notes` says so. :func:`to_conversation` writes a trace back in this shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .agent_loop import AgentConfig, RunState
+from .llm import STOP_REASONS, Usage, estimate_tokens
+from .messages import Message, text_of, tool_uses_of
+from .trace import FORMAT_NAME, FORMAT_VERSION, PathLike, Trace, TraceError, load_trace
+
+#: The ``recorded_as`` field of the ``run_start`` event of a trace read from a conversation.
+RECORDED_AS = "conversation"
+
+#: The limits a conversation is read with: none of the harness's guards are on (a
+#: conversation records no settings), so a what-if replay changes one guard at a time.
+CONVERSATION_CONFIG = {"max_steps": 1, "token_budget": None, "repeat_threshold": None,
+                       "offer_handoff": False, "context_stop_share": 1.0,
+                       "compact_share": None, "tool_timeout_s": None, "tool_retries": 0,
+                       "model_retries": 0}
+
+
+#: The largest file :func:`load_run` reads (bytes): a run's record, not a data dump.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+#: Token counts above this are not a model's usage (a guard against 1e400 and 300-digit ints).
+MAX_TOKENS_FIELD = 10**12
+
+
+def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
+    """Read ``path``: a primer trace (JSON Lines) or a Messages-API conversation (JSON).
+
+    A file whose text is one JSON list, or one object with a ``messages`` key, is a
+    conversation (:func:`read_conversation`; ``context_window``, in tokens, is the model's
+    window, default :class:`AgentConfig`'s); anything else is read by
+    :func:`~primer.agents.trace.load_trace`. Either way the record is checked
+    (:func:`check_record`). Only regular files up to :data:`MAX_RECORD_BYTES` are read (a
+    FIFO or a device never is). Raises :class:`TraceError` with one clear sentence for a
+    missing, unreadable or malformed file.
+    """
+    p = Path(path)
+    try:
+        info = p.stat()
+    except FileNotFoundError:
+        raise TraceError(f"{p}: no such file. Give a trace (JSON Lines, as run_agent(..., "
+                         f"trace=PATH) writes it) or a conversation saved as JSON.") from None
+    except OSError as e:
+        raise TraceError(f"{p} cannot be read: {e.strerror or e}.") from None
+    if p.is_dir():
+        raise TraceError(f"{p} is a directory, not a trace or conversation file.")
+    if not p.is_file():
+        raise TraceError(f"{p} is not a regular file (a pipe or a device?); save the trace "
+                         f"or conversation to a file first.")
+    if info.st_size > MAX_RECORD_BYTES:
+        raise TraceError(f"{p} is {info.st_size:,} bytes, more than the "
+                         f"{MAX_RECORD_BYTES:,} a run's record may have.")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{p} is not UTF-8 text (byte {e.start}): a trace or conversation "
+                         f"is JSON text.") from None
+    except OSError as e:
+        raise TraceError(f"{p} cannot be read: {e.strerror or e}.") from None
+    stripped = text.lstrip()
+    try:
+        whole = json.loads(text) if stripped[:1] in ("[", "{") else None
+    except json.JSONDecodeError as e:
+        if stripped[:1] == "[" or not _first_line_is_event(stripped):
+            raise TraceError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column "
+                             f"{e.colno}. A conversation file holds one JSON value "
+                             f"(a list of messages, or an object with 'messages').") from None
+        whole = None  # JSON Lines: one object per line
+    except (RecursionError, ValueError) as e:  # nesting too deep; a 5,000-digit integer
+        raise TraceError(f"{p}: JSON the reader refuses ({_why(e)}).") from None
+    if isinstance(whole, list) or (isinstance(whole, dict) and "messages" in whole):
+        return read_conversation(whole, source=p, context_window=context_window)
+    try:
+        trace = load_trace(p)
+    except (RecursionError, ValueError) as e:
+        if isinstance(e, TraceError):
+            raise
+        raise TraceError(f"{p}: a line the reader refuses ({_why(e)}).") from None
+    return check_record(trace)
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    return str(e).split(";")[0]
+
+
+def check_record(trace: Trace) -> Trace:
+    """``trace`` itself when every event a reader uses has the shape the format gives it.
+
+    Checked: the ``run_start`` config (an :class:`AgentConfig`) and tool definitions; each
+    ``model_call``'s ``step`` and ``reply`` (content blocks with a ``type``, text blocks
+    with text, a ``stop_reason``, usage counts that are whole numbers from 0 to
+    :data:`MAX_TOKENS_FIELD`); each ``tool_execution``'s ``step``, ids, ``content`` and
+    ``is_error``; the ``stop`` cause. Raises :class:`TraceError` naming the event's line
+    (``seq`` + 1) and the field.
+    """
+    from .agent_loop import StopCause
+
+    where = str(trace.path) if trace.path else "trace"
+
+    def bad(e: dict[str, Any], what: str) -> TraceError:
+        seq = e.get("seq")
+        line = seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else "?"
+        return TraceError(f"{where}, line {line}: {e.get('event')} event: {what}.")
+
+    first = trace.run_start
+    try:
+        AgentConfig.from_dict(first.get("config") or {})
+    except (TypeError, ValueError) as e:
+        raise bad(first, f"config is not a valid AgentConfig ({_why(e)})") from None
+    tools = first.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise bad(first, "tools must be a list of tool definitions")
+    for e in trace.events[1:]:
+        kind = e.get("event")
+        if kind == "model_call":
+            _check_call(e, bad)
+        elif kind == "tool_execution":
+            if not _whole(e.get("step"), 1):
+                raise bad(e, "step must be a whole number from 1")
+            if not all(isinstance(e.get(k), str) for k in ("tool_use_id", "name", "content")):
+                raise bad(e, "tool_use_id, name and content must be strings")
+            if not isinstance(e.get("is_error"), bool):
+                raise bad(e, "is_error must be true or false")
+        elif kind == "stop" and e.get("cause") not in {c.value for c in StopCause}:
+            raise bad(e, f"cause {str(e.get('cause'))[:40]!r} is not a stop cause")
+    return trace
+
+
+def _check_call(e: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceError]) -> None:
+    if not _whole(e.get("step"), 1):
+        raise bad(e, "step must be a whole number from 1")
+    if "prompt_estimate" in e and not _whole(e["prompt_estimate"], 0):
+        raise bad(e, "prompt_estimate must be a whole number of tokens")
+    reply = e.get("reply")
+    if not isinstance(reply, dict) or not isinstance(reply.get("content"), list):
+        raise bad(e, "reply must be an object with a list of content blocks")
+    for b in reply["content"]:
+        if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+            raise bad(e, "every content block needs a 'type'")
+        if b["type"] == "text" and not isinstance(b.get("text"), str):
+            raise bad(e, "a text block's text must be a string")
+        if b["type"] == "tool_use" and not isinstance(b.get("name"), str):
+            raise bad(e, "a tool_use block's name must be a string")
+    if not isinstance(reply.get("stop_reason"), str):
+        raise bad(e, "reply.stop_reason must be a string")
+    usage = reply.get("usage", {})
+    if not isinstance(usage, dict) or not all(
+            v is None or _whole(v, 0, MAX_TOKENS_FIELD) for v in usage.values()):
+        raise bad(e, f"reply.usage must hold token counts from 0 to {MAX_TOKENS_FIELD:,}")
+
+
+def _whole(value: Any, low: int, high: int = MAX_TOKENS_FIELD) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _first_line_is_event(text: str) -> bool:
+    try:
+        first = json.loads(text.split("\n", 1)[0])
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, dict) and "event" in first
+
+
+def read_conversation(data: Any, *, source: PathLike | None = None,
+                      context_window: int | None = None) -> Trace:
+    """A conversation (a list of messages, or an object with ``messages``) as a :class:`Trace`.
+
+    The first message must be the user's task; each assistant message becomes a
+    ``model_call`` event and each ``tool_result`` in the user message after it a
+    ``tool_execution`` event (paired with its ``tool_use`` by id). The trace's config is
+    :data:`CONVERSATION_CONFIG` with ``max_steps`` = the number of model calls. Raises
+    :class:`TraceError` naming the first bad place (e.g. ``messages[3].content[0]``).
+    """
+    where = str(source) if source is not None else "conversation"
+    if isinstance(data, list):
+        data = {"messages": data}
+    if not isinstance(data, dict):
+        raise TraceError(f"{where}: a conversation is a list of messages or an object with "
+                         f"'messages', not {type(data).__name__}.")
+    messages = _checked_messages(where, data.get("messages"))
+    system = _system_text(where, data.get("system", ""))
+    tools = _checked_tools(where, data.get("tools") or [])
+    usages = data.get("usage")
+    if usages is not None and not isinstance(usages, list):
+        raise TraceError(f"{where}: 'usage' must be a list with one usage per assistant "
+                         f"message.")
+    config = AgentConfig(**{**CONVERSATION_CONFIG,
+                            "max_steps": max(1, sum(m["role"] == "assistant"
+                                                    for m in messages))},
+                         **({"context_window": context_window} if context_window else {}))
+    state = RunState(config=config, system=system, messages=[], tool_defs=tools)
+    state.recount_prompt_estimate()  # the library's prompt estimate, kept as messages arrive
+    events: list[dict[str, Any]] = [{
+        "event": "run_start", "seq": 0, "t": 0.0, "format": FORMAT_NAME,
+        "version": FORMAT_VERSION, "recorded_as": RECORDED_AS,
+        "task": text_of(messages[0]["content"]), "system": system, "config": config.to_dict(),
+        "tools": tools}]
+    estimated = 0
+    step = 0
+    calls: dict[str, dict[str, Any]] = {}
+    for k, m in enumerate(messages):
+        if m["role"] == "assistant":
+            step += 1
+            content = _blocks(m["content"])
+            usage = _usage(where, k, m.get("usage") if m.get("usage") is not None else (
+                usages[step - 1] if usages is not None and step <= len(usages) else None))
+            if usage is None:
+                estimated += 1
+                usage = Usage(state.prompt_estimate, estimate_tokens(content))
+            stop_reason = m.get("stop_reason") or ("tool_use" if tool_uses_of(content)
+                                                   else "end_turn")
+            if stop_reason not in STOP_REASONS:
+                raise TraceError(f"{where}: messages[{k}].stop_reason {stop_reason!r} is not "
+                                 f"one of {', '.join(STOP_REASONS)}.")
+            events.append({"event": "model_call", "step": step,
+                           "prompt_estimate": state.prompt_estimate,
+                           "reply": {"content": content, "stop_reason": stop_reason,
+                                     "usage": usage.to_dict(), "model": m.get("model", "")},
+                           "latency_s": 0.0})
+            calls = {b.get("id"): b for b in tool_uses_of(content)}
+        else:
+            for b in _blocks(m["content"]):
+                if b.get("type") == "tool_result" and step:
+                    call = calls.get(b.get("tool_use_id"), {})
+                    events.append({"event": "tool_execution", "step": step,
+                                   "tool_use_id": str(b.get("tool_use_id")),
+                                   "name": str(call.get("name", "?")),
+                                   "input": call.get("input"),
+                                   "content": _result_text(b.get("content")),
+                                   "is_error": bool(b.get("is_error")), "error_kind": None,
+                                   "attempts": 1, "latency_s": 0.0})
+        state.append({"role": m["role"], "content": m["content"]})
+    for n, e in enumerate(events):
+        e.setdefault("seq", n)
+        e.setdefault("t", 0.0)
+    notes = []
+    if estimated:
+        notes.append(f"{estimated} of {step} model calls report no usage: their tokens are "
+                     f"estimated (characters / 4)")
+    if not tools:
+        notes.append("no tool definitions saved: tool names and inputs are not checked")
+    return check_record(Trace(Path(source) if source is not None else None, events, notes))
+
+
+def to_conversation(trace: Trace) -> dict[str, Any]:
+    """A trace as the conversation JSON :func:`read_conversation` reads (usage per call).
+
+    The messages are :meth:`Trace.messages` with each assistant message carrying its
+    ``stop_reason`` and ``usage``; ``system`` and ``tools`` come from the trace. When the
+    run stopped on a reply that asked for tools, the loop answered those calls "not run"
+    (the trace records the stop, not those answers): they are written as the loop wrote
+    them, so the conversation is the one the run ended with. A run paused for approval, or
+    one with no stop line, ends on its unanswered ``tool_use``, as it did.
+    """
+    from .agent_loop import Stop, StopCause, _not_run
+
+    replies = iter(trace.replies())
+    messages: list[dict[str, Any]] = []
+    for m in trace.messages():
+        if m["role"] == "assistant":
+            reply = next(replies)
+            m = {**m, "stop_reason": reply.stop_reason, "usage": reply.usage.to_dict()}
+        messages.append(m)
+    stop = trace.stop
+    last = messages[-1]
+    if (stop is not None and last["role"] == "assistant" and trace.stop_cause
+            is not StopCause.AWAITING_APPROVAL and tool_uses_of(last["content"])):
+        why = Stop(StopCause(stop["cause"]), str(stop.get("detail", "")))
+        messages.append({"role": "user", "content": [
+            _not_run(b, why).result_block() for b in tool_uses_of(last["content"])]})
+    return {"system": trace.system, "tools": trace.tools, "messages": messages}
+
+
+def _checked_messages(where: str, messages: Any) -> list[Message]:
+    if not isinstance(messages, list) or not messages:
+        raise TraceError(f"{where}: 'messages' must be a non-empty list of messages.")
+    for k, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            raise TraceError(f"{where}: messages[{k}] must be an object with role 'user' or "
+                             f"'assistant'.")
+        content = m.get("content")
+        if not isinstance(content, str | list):
+            raise TraceError(f"{where}: messages[{k}].content must be a string or a list of "
+                             f"blocks.")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+                    raise TraceError(f"{where}: messages[{k}].content[{j}] must be a block "
+                                     f"with a 'type'.")
+                if b["type"] == "text" and not isinstance(b.get("text"), str):
+                    raise TraceError(f"{where}: messages[{k}].content[{j}] is a text block "
+                                     f"whose text is not a string.")
+    if messages[0]["role"] != "user":
+        raise TraceError(f"{where}: messages[0] must be the user's task (role 'user').")
+    return messages
+
+
+def _checked_tools(where: str, tools: Any) -> list[dict[str, Any]]:
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+        raise TraceError(f"{where}: 'tools' must be a list of tool definitions, each with a "
+                         f"'name'.")
+    return tools
+
+
+def _system_text(where: str, system: Any) -> str:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list) and all(isinstance(b, dict) for b in system):
+        return "\n".join(str(b.get("text", "")) for b in system)
+    raise TraceError(f"{where}: 'system' must be a string or a list of text blocks.")
+
+
+def _usage(where: str, k: int, usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    try:
+        if not isinstance(usage, dict):
+            raise TypeError
+        u = Usage.from_dict(usage)
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{where}: the usage of messages[{k}] must be an object of token "
+                         f"counts, e.g. {{\"input_tokens\": 812, \"output_tokens\": 40}}."
+                         ) from None
+    if not all(_whole(v, 0) for v in (u.input_tokens, u.output_tokens,
+                                       u.cache_creation_input_tokens,
+                                       u.cache_read_input_tokens)):
+        raise TraceError(f"{where}: the usage of messages[{k}] must hold token counts from 0 "
+                         f"to {MAX_TOKENS_FIELD:,}.")
+    return u
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _result_text(content: Any) -> str:
+    """A ``tool_result``'s content as text: a string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
