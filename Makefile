@@ -27,7 +27,7 @@ NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.c
               --nbval-cell-timeout=60 -p no:cacheprovider
 
 .PHONY: venv lab lesson test lint unit nbval notebooks figures bench clean distclean \
-        test-browser site
+        test-browser site site-pictures
 
 venv: $(STAMP)
 
@@ -80,6 +80,7 @@ test: venv
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory nbval
+	$(MAKE) --no-print-directory site
 
 # Every notebook, or one: make notebooks N=05
 notebooks: venv
@@ -88,11 +89,22 @@ notebooks: venv
 figures: venv
 	$(BIN)/python -m primer figures
 
-# JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): run
-# lesson 05, move the exit explorer's controls, read the stop cause; screenshots in
-# browser-artifacts/. Stops the server it starts.
-test-browser: venv
-	$(BIN)/python scripts/browser_check.py
+# The course as a website in build/site/: Sphinx + myst-nb render the committed, executed
+# notebooks (nothing is re-executed), offline; then links, pages, pictures and figures are
+# checked. Open build/site/index.html.
+site: venv
+	$(BIN)/python scripts/build_site.py
+
+# JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): every
+# lesson with a panel, run cell by cell, each kind of control moved and read from the page;
+# then the built website (a lesson page shows its table and a figure). Screenshots in
+# browser-artifacts/. Stops the servers it starts.
+test-browser: site
+	$(BIN)/python scripts/browser_check.py --site build/site
+
+# The pictures of the panels the website shows (site/panels/), taken by the browser check.
+site-pictures: venv
+	$(BIN)/python scripts/browser_check.py --update-site-pictures
 
 bench: venv
 	$(BIN)/python -m primer bench

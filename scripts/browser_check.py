@@ -455,8 +455,9 @@ def check_lesson(page: Any, url: str, lesson: str, out: Path) -> list[Path]:
 # ================================================================ the website
 
 def check_site(page: Any, site: Path, lessons: list[Path], out: Path) -> None:
-    """The built website: the home page links to a page per lesson, every one loads, and a
-    lesson page shows a table and a figure. Screenshots of the home page and that page."""
+    """The built website: the home page links to a page per lesson, every one loads with all
+    its pictures, and a lesson page shows a table and a figure. Screenshots: the home page,
+    that lesson's table and the page at its figure, and the first panel picture."""
     if not (site / "index.html").exists():
         raise CheckFailed(f"no website in {site}: run `make site` first")
     with static_server(site) as base:
@@ -469,7 +470,7 @@ def check_site(page: Any, site: Path, lessons: list[Path], out: Path) -> None:
                 raise CheckFailed(f"the home page's lesson table has no link to {href}")
         page.screenshot(path=str(out / "site-home.png"), full_page=True)
         print(f"  home page: lesson table links {len(lessons)} lessons")
-        shown = None
+        shown = panel_shown = None
         for lesson in lessons:
             page.goto(f"{base}/lessons/{lesson.stem}.html", wait_until="load")
             if page.locator("h1").count() == 0:
@@ -481,9 +482,15 @@ def check_site(page: Any, site: Path, lessons: list[Path], out: Path) -> None:
             table = page.locator("article table").first
             figure = page.locator("article img").first
             if shown is None and table.count() and figure.count() and table.is_visible():
+                table.screenshot(path=str(out / f"site-{lesson.stem}-table.png"))
                 figure.scroll_into_view_if_needed()
                 page.screenshot(path=str(out / f"site-{lesson.stem}.png"))
                 shown = lesson.stem
+            panel = page.locator("article img[alt^='The interactive panel']").first
+            if panel_shown is None and panel.count():
+                panel.scroll_into_view_if_needed()
+                page.screenshot(path=str(out / f"site-{lesson.stem}-panel.png"))
+                panel_shown = lesson.stem
         if shown is None:
             raise CheckFailed("no lesson page shows both a table and a figure")
         print(f"  every lesson page loads with its pictures; {shown} shows a table and a "
