@@ -246,7 +246,9 @@ def run_one(path: Path, *, fresh: bool = False,
 
     tidy(nb, path.name)
     nbformat.validate(nb)
-    if fresh or not same_but_for_run_values(
+    if nb == on_disk and not fresh:
+        written = "unchanged"
+    elif fresh or not same_but_for_run_values(
             on_disk, nb, sanitize_patterns() if patterns is None else patterns):
         nbformat.write(nb, path)
         written = "written"
