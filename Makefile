@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-LESSON := 01_the_model_is_stateless.ipynb
+N      ?=
 LAB_ARGS ?=
 
 # Recipes see the venv's bin first on PATH, so `python`, `jupyter` and the kernel named
@@ -14,19 +14,27 @@ LAB_ARGS ?=
 export PATH := $(abspath $(BIN)):$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export JUPYTER_PREFER_ENV_PATH := 1
+# The course's Jupyter settings (jupyter_config/: no news prompt, no unencrypted-TCP warning
+# from kernels), searched before the user's own JUPYTER_CONFIG_PATH entries, never instead.
+COURSE_JUPYTER := $(abspath jupyter_config)
+space := $(subst ,, )
+export JUPYTER_CONFIG_PATH := $(subst $(space),:,$(strip $(COURSE_JUPYTER) \
+  $(filter-out $(COURSE_JUPYTER),$(subst :, ,$(JUPYTER_CONFIG_PATH)))))
 export PYTHONHASHSEED := 0
 unexport PYTHONHOME
 
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=60 -p no:cacheprovider
 
-.PHONY: venv lab test lint unit nbval notebooks figures bench clean distclean test-browser
+.PHONY: venv lab lesson test lint unit nbval notebooks figures bench clean distclean \
+        test-browser site site-pictures
 
 venv: $(STAMP)
 
 # Create .venv if it is missing; (re)install only when pyproject.toml is newer than the stamp.
 $(STAMP): pyproject.toml
 	@if [ ! -x $(BIN)/python ]; then \
+	  echo "make: creating the virtual environment .venv ($(PYTHON) -m venv)"; \
 	  $(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 needed"' || exit 1; \
 	  if $(PYTHON) -c 'import ensurepip' 2>/dev/null; then \
 	    $(PYTHON) -m venv $(VENV); \
@@ -37,18 +45,26 @@ $(STAMP): pyproject.toml
 	    $(PYTHON) -m pip --python $(BIN)/python install --quiet pip; \
 	  fi; \
 	fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,frameworks]'
+	@echo "make: installing the course and its dependencies into .venv" \
+	  "(pip install -e '.[dev,frameworks]'; a minute or two the first time, then only when" \
+	  "pyproject.toml changes)"
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,frameworks]'
 	@cd / && $(abspath $(BIN))/python -c 'import primer' || \
 	  { echo "the editable install cannot import primer: is primer/__init__.py there?"; exit 1; }
 	@touch $@
+	@echo "make: .venv is ready"
 
+# JupyterLab on notebooks/, opening lesson 01 (`make lesson N=05` opens lesson 05); prints
+# the address to open once the server is up. LAB_ARGS go to jupyter lab, e.g. --port=8899.
 lab: venv
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS) \
-	  $(if $(filter 0,$(shell id -u)),--allow-root) \
-	  $(if $(wildcard notebooks/$(LESSON)),--LabApp.default_url=/lab/tree/$(LESSON))
+	@$(BIN)/python scripts/lab.py --lesson $(or $(N),01) $(LAB_ARGS)
+
+lesson: venv
+	@if [ -z "$(N)" ]; then echo "make lesson: say which, e.g. make lesson N=05"; exit 2; fi
+	@$(BIN)/python scripts/lab.py --lesson $(N) $(LAB_ARGS)
 
 lint: venv
-	$(BIN)/ruff check primer tests scripts
+	$(BIN)/ruff check primer tests scripts conftest.py
 
 unit: venv
 	$(BIN)/pytest -q tests
@@ -64,18 +80,31 @@ test: venv
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory nbval
+	$(MAKE) --no-print-directory site
 
+# Every notebook, or one: make notebooks N=05
 notebooks: venv
-	$(BIN)/python scripts/run_notebooks.py
+	$(BIN)/python scripts/run_notebooks.py $(N)
 
 figures: venv
 	$(BIN)/python -m primer figures
 
-# JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): run
-# lesson 05, move the exit explorer's controls, read the stop cause; screenshots in
-# browser-artifacts/. Stops the server it starts.
-test-browser: venv
-	$(BIN)/python scripts/browser_check.py
+# The course as a website in build/site/: Sphinx + myst-nb render the committed, executed
+# notebooks (nothing is re-executed), offline; then links, pages, pictures and figures are
+# checked. Open build/site/index.html.
+site: venv
+	$(BIN)/python scripts/build_site.py
+
+# JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): every
+# lesson with a panel, run cell by cell, each kind of control moved and read from the page;
+# then the built website (a lesson page shows its table and a figure). Screenshots in
+# browser-artifacts/. Stops the servers it starts.
+test-browser: site
+	$(BIN)/python scripts/browser_check.py --site build/site
+
+# The pictures of the panels the website shows (site/panels/), taken by the browser check.
+site-pictures: venv
+	$(BIN)/python scripts/browser_check.py --update-site-pictures
 
 bench: venv
 	$(BIN)/python -m primer bench

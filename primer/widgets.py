@@ -454,33 +454,64 @@ _CAUSE_COLOURS = {"end_turn": "#2f855a", "awaiting_approval": "#2b6cb0"}
 
 def bars_svg(values: Sequence[float], *, limit: float | None = None, limit_label: str = "",
              over_colour: str = "#c53030", colour: str = "#2b6cb0", width: int = 420,
-             height: int = 150, title: str = "") -> str:
+             height: int = 150, title: str = "", axis: bool = False, show_values: bool = False,
+             x_label: str = "") -> str:
     """A small bar chart as an SVG string: one bar per value, an optional dashed ``limit``.
 
     Bars above ``limit`` take ``over_colour``. Used for the running token total against the
-    budget, tokens per call and success by steps.
+    budget, tokens per call and success by steps. ``axis`` adds a y-axis with three to five
+    round ticks (matplotlib's ``MaxNLocator``), their values and light grid lines;
+    ``show_values`` writes each bar's value above it (``1,234``) when the bars are wide
+    enough, else above the first and the last bar only; ``x_label`` names the bars' axis.
     """
+    ticks: list[float] = []
     top = max([*values, limit or 0, 1e-9])
-    pad_l, pad_b, pad_t = 8, 18, 20
-    plot_w, plot_h = width - 2 * pad_l, height - pad_b - pad_t
+    if axis:
+        from matplotlib.ticker import MaxNLocator
+
+        ticks = [float(t) for t in MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])
+                 .tick_values(0, top) if t >= 0]
+        top = max(top, ticks[-1])
+    pad_l = 8 + (6 * len(f"{ticks[-1]:,.0f}") + 6 if ticks else 0)
+    pad_r, pad_t = 8, 20 + (12 if show_values else 0)
+    pad_b = 18 + (14 if x_label else 0)
+    plot_w, plot_h = width - pad_l - pad_r, height - pad_b - pad_t
     n = max(len(values), 1)
     bw = plot_w / n
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'role="img" style="{_FONT};font-size:11px">',
-             f'<text x="{pad_l}" y="13" fill="#4a5568">{html.escape(title)}</text>']
+             f'<text x="8" y="13" fill="#4a5568">{html.escape(title)}</text>']
+    for t in ticks:
+        y = pad_t + plot_h - plot_h * t / top
+        parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'stroke="#e2e8f0"/>')
+        parts.append(f'<text class="primer-axis-tick" x="{pad_l - 4}" y="{y + 4:.1f}" '
+                     f'text-anchor="end" fill="#718096">{t:,.0f}</text>')
+    if ticks:
+        parts.append(f'<line x1="{pad_l}" x2="{pad_l}" y1="{pad_t}" y2="{pad_t + plot_h}" '
+                     f'stroke="#a0aec0"/>')
+    labelled = (set(range(len(values))) if bw >= 6.5 * len(f"{top:,.0f}")
+                else {0, len(values) - 1})
     for i, v in enumerate(values):
         h = plot_h * v / top
         fill = over_colour if limit is not None and v > limit else colour
         parts.append(f'<rect x="{pad_l + i * bw + 1:.1f}" y="{pad_t + plot_h - h:.1f}" '
                      f'width="{max(bw - 2, 1):.1f}" height="{h:.1f}" fill="{fill}"/>')
+        if show_values and i in labelled:
+            parts.append(f'<text class="primer-bar-value" x="{pad_l + (i + 0.5) * bw:.1f}" '
+                         f'y="{pad_t + plot_h - h - 3:.1f}" text-anchor="middle" '
+                         f'font-size="10" fill="#2d3748">{v:,.0f}</text>')
         if n <= 20:
-            parts.append(f'<text x="{pad_l + (i + 0.5) * bw:.1f}" y="{height - 5}" '
+            parts.append(f'<text x="{pad_l + (i + 0.5) * bw:.1f}" y="{pad_t + plot_h + 13}" '
                          f'text-anchor="middle" fill="#718096">{i + 1}</text>')
+    if x_label:
+        parts.append(f'<text x="{pad_l + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle" '
+                     f'fill="#4a5568">{html.escape(x_label)}</text>')
     if limit is not None:
         y = pad_t + plot_h - plot_h * limit / top
-        parts.append(f'<line x1="{pad_l}" x2="{width - pad_l}" y1="{y:.1f}" y2="{y:.1f}" '
+        parts.append(f'<line x1="{pad_l}" x2="{width - pad_r}" y1="{y:.1f}" y2="{y:.1f}" '
                      f'stroke="#1a202c" stroke-dasharray="5,4"/>')
-        parts.append(f'<text x="{width - pad_l}" y="{y - 3:.1f}" text-anchor="end" '
+        parts.append(f'<text x="{width - pad_r}" y="{y - 3:.1f}" text-anchor="end" '
                      f'fill="#1a202c">{html.escape(limit_label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -572,15 +603,17 @@ def render_latency(explorer: LatencyExplorer) -> str:
 
 
 def render_cost(explorer: CostExplorer) -> str:
-    """HTML for the cost explorer: totals, dollars and prompt tokens per call."""
+    """HTML for the cost explorer: totals, dollars, and the prompt tokens of each call as bars
+    with a token axis and each bar's value."""
     usages = explorer.usages or explorer.run()
     out = sum(u.output_tokens for u in usages)
     read = sum(u.cache_read_input_tokens for u in usages)
+    chart = bars_svg([u.prompt_tokens for u in usages], title="prompt tokens per call",
+                     axis=True, show_values=True, x_label="model call", width=480, height=200)
     return (f"<div style='{_FONT}'><p>{explorer.steps} calls send "
             f"<b>{explorer.prompt_tokens:,}</b> prompt tokens ({read:,} read from the cache) "
-            f"and write {out:,}: <b>{explorer.cost_usd:.4f} USD</b>.</p>"
-            f"{bars_svg([u.prompt_tokens for u in usages], title='prompt tokens per call')}"
-            f"</div>")
+            f"and write {out:,} output tokens: <b>{explorer.cost_usd:.4f} USD</b>.</p>"
+            f"{chart}</div>")
 
 
 def render_compounding(explorer: CompoundingExplorer) -> str:
@@ -772,8 +805,12 @@ def cost_explorer(explorer: CostExplorer | None = None) -> Panel:
                                      description="USD / M input", **s),
         "output_price": w.FloatSlider(value=e.output_price, min=0.0, max=80.0, step=1.0,
                                       description="USD / M output", **s),
+        # ipywidgets lays toggle buttons out as a block under their label; a flex row with
+        # narrower buttons keeps the three beside the label, in line with the other controls
         "cache": w.ToggleButtons(options=["none", "prefix", "history"], value=e.cache,
-                                 description="prompt caching", **s),
+                                 description="prompt caching",
+                                 layout=w.Layout(width="380px", display="flex"),
+                                 style={**s["style"], "button_width": "68px"}),
         "trim_results": w.Checkbox(value=e.trim_results, description="trim tool results",
                                    **s),
         "trim_to": w.IntSlider(value=e.trim_to, min=0, max=1_000, step=50,

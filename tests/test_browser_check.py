@@ -2,7 +2,10 @@
 unit and notebook tests. (The browser itself runs in `make test-browser`, not here.)"""
 
 import importlib.util
+import json
 from pathlib import Path
+
+import pytest
 
 from primer.widgets import exit_explorer
 
@@ -38,3 +41,26 @@ def test_ci_runs_the_browser_check_after_make_test():
     assert "make test\n" in ci and "make test-browser" in ci
     assert ci.index("make test\n") < ci.index("make test-browser")
     assert "test-browser:" in (ROOT / "Makefile").read_text()
+
+
+def test_every_lesson_that_shows_a_panel_is_checked_and_a_new_one_joins_by_itself(tmp_path):
+    check = _browser_check()
+    found = [p.name[:2] for p in check.widget_lessons()]
+    assert {"05", "06", "07", "08"} <= set(found)
+    assert "01" not in found
+    new = tmp_path / "15_async.ipynb"
+    new.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "data": {check.WIDGET_MIME: {"model_id": "x"}}}]}]}))
+    (tmp_path / "16_plain.ipynb").write_text(json.dumps({"cells": []}))
+    assert check.widget_lessons(tmp_path) == [new]
+
+
+def test_a_lesson_without_a_panel_cannot_be_picked():
+    check = _browser_check()
+    with pytest.raises(check.CheckFailed, match="no lesson with a panel named '01'"):
+        check.pick_lessons(["01"])
+    assert [p.name[:2] for p in check.pick_lessons(["7", "05"])] == ["07", "05"]
+
+
+def test_each_kind_of_control_the_panels_use_has_a_selector():
+    assert set(_browser_check().KINDS) <= set(_browser_check().CONTROL_CSS)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONDA_TO_PYPI = {
     "matplotlib-base": "matplotlib",
     "python-fastjsonschema": "fastjsonschema",
+    "nbconvert-core": "nbconvert",  # without the pandoc and LaTeX extras
 }
 # Entries of environment.yml that are the toolchain, not dependencies of the project.
 CONDA_TOOLCHAIN = {"python", "pip"}

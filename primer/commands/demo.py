@@ -4,6 +4,8 @@
 scenario's description and task, the trace table (one row per model call), the stop cause
 and the run's summary, and for a run that ended with ``end_turn`` the model's answer.
 ``--json`` prints the whole :class:`~primer.agents.AgentResult` as JSON instead.
+``--trace FILE`` ends with a line naming FILE and the command that reads it (on stderr with
+``--json``, so stdout stays JSON).
 ``--claude`` runs the same task, tools and limits against Claude (``ClaudeLLM``); without
 ``ANTHROPIC_API_KEY`` it says how to set one and exits with code 2.
 
@@ -95,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        if args.trace:
+            print(trace_written(args.trace), file=sys.stderr)
         return 0
     print(f"{scenario.name}: {scenario.description}")
     print(f"task: {scenario.task}\n")
@@ -104,7 +108,15 @@ def run(args: argparse.Namespace) -> int:
     if result.stop_cause is StopCause.AWAITING_APPROVAL:
         gated = {t.name for t in scenario.make_tools() if t.needs_approval}
         print("\n" + next_steps(scenario.name, result, gated))
+    if args.trace:
+        print("\n" + trace_written(args.trace))
     return 0
+
+
+def trace_written(path: str) -> str:
+    """The line that says where ``--trace`` wrote the trace and how to read it."""
+    return (f"trace written to {path}; read it with "
+            f"{primer_command('trace', 'show', shlex.quote(path))}")
 
 
 def next_steps(name: str, result: AgentResult, gated: set[str]) -> str:
