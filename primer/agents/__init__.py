@@ -30,16 +30,8 @@ from .checkpoint import (
     resume,
 )
 from .cost import Prices, cost_usd
-from .evals import (
-    AnswerContains,
-    EvalReport,
-    EvalRow,
-    EvalSummary,
-    EvalTask,
-    StopCauseIs,
-    run_evals,
-    task_from_trace,
-)
+from .eval_results import pass_at_k, pass_hat_k, wilson_interval
+from .evals import EvalReport, EvalRow, EvalSummary, EvalTask, run_evals, task_from_trace
 from .hooks import Hooks
 from .llm import (
     LLM,
@@ -71,6 +63,7 @@ from .production import (
     in_subprocess,
     run_in_subprocess,
 )
+from .scorers import AnswerContains, CostUnder, ModelGraded, StopCauseIs, ToolsInOrder, Verdict
 from .tools import (
     Tool,
     ToolError,
@@ -104,7 +97,8 @@ __all__ = [
     "Divergence", "ReplayLLM", "ReplayResult", "Trace", "TraceError", "TraceWriter",
     "load_trace", "redact", "replay",
     "AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask", "StopCauseIs",
-    "run_evals", "task_from_trace",
+    "run_evals", "task_from_trace", "CostUnder", "ModelGraded", "ToolsInOrder", "Verdict",
+    "pass_at_k", "pass_hat_k", "wilson_interval",
     "ManualClock", "RateLimited", "RetryPolicy", "ToolRunner", "ToolTimeout",
     "TransientToolError", "in_subprocess", "run_in_subprocess",
     "Hooks", "ToolOutput",
