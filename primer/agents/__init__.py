@@ -2,8 +2,9 @@
 
 ``from primer.agents import run_agent, AgentConfig, ScriptedLLM, tool, ...``
 
-Importing this package loads only the loop and its parts; plotting, widgets and the
-``anthropic`` SDK are imported by the modules that need them, when they are used.
+Importing this package loads only the loop and its parts; plotting, widgets, the
+``anthropic`` SDK, OpenTelemetry and Dask are imported by the modules that need them, when
+they are used.
 """
 
 from .agent_loop import (
@@ -108,7 +109,7 @@ __all__ = [
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
 _LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
-         "FakeModelServer": "fake_server"}
+         "FakeModelServer": "fake_server", "OTelSink": "otel"}
 
 
 def __getattr__(name: str) -> object:
