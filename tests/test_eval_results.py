@@ -113,7 +113,7 @@ def test_the_summary_counts_rows_that_raised_or_timed_out_and_says_so():
     s = EvalSummary.of([row("a", False, stop="error"), row("b", False, stop="timeout"),
                         row("c", True)])
     assert s.failed_to_run == 2
-    assert "raised or timed out: 2 rows" in s.text()
+    assert "trials that raised or timed out: 2 of 3" in s.text()
 
 
 def test_a_row_survives_the_round_trip_through_its_dict():

@@ -296,7 +296,8 @@ class EvalSummary:
                   f"tokens: {self.input_tokens:,} in, {self.output_tokens:,} out",
                   f"total cost: {self.total_cost_usd:.4f} USD"]
         if self.failed_to_run:
-            lines.append(f"tasks that raised or timed out: {self.failed_to_run} rows")
+            lines.append(f"trials that raised or timed out: {self.failed_to_run} of "
+                         f"{self.trials}")
         if latency:
             lines.append(f"latency p50 / p95: {self.p50_latency_s * 1000:.1f} ms / "
                          f"{self.p95_latency_s * 1000:.1f} ms")
