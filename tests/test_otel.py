@@ -21,11 +21,11 @@ from primer.agents import (
     ScriptedLLM,
     Usage,
     load_trace,
+    otel,
     run_agent,
     tool,
     tool_reply,
 )
-from primer.agents import otel
 from primer.agents.llm import TransientModelError
 from primer.agents.otel import OTelSink, otlp_json, spans_from_trace
 from primer.scenarios import get_demo
