@@ -327,6 +327,21 @@ def test_evals_run_on_a_real_dask_local_cluster_and_agree_with_threads(dask_clie
     assert len(workers) == 2  # two worker processes really ran
 
 
+def test_the_cluster_keeps_no_finished_trial_after_the_run(dask_client):
+    import time as _time
+
+    run_evals([relay_task(i, 2) for i in range(30)], SkilledModel(0.9), make_tools,
+              executor=dask_client, progress=False)
+    deadline = _time.monotonic() + 10
+    held = None
+    while _time.monotonic() < deadline:  # releases reach the scheduler asynchronously
+        held = dask_client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+        if held == 0:
+            break
+        _time.sleep(0.05)
+    assert held == 0
+
+
 def test_dask_runs_lambdas_and_the_clients_own_executor_too(dask_client):
     tasks = [relay_task(i, 2) for i in range(4)]
     report = run_evals(tasks, lambda t: SkilledModel(1.0)(t), make_tools,

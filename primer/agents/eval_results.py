@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: The normal quantile of a two-sided 95% interval.
@@ -80,8 +80,8 @@ class EvalRow:
         return d
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (one line of a results file)."""
-        return asdict(self)
+        """A JSON-ready dict (one line of a results file; lists and dicts are shared)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalRow:

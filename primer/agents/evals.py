@@ -16,9 +16,10 @@ mean steps, cost, p50 / p95 latency; definitions and sources in
 Where the trials run
 --------------------
 On any :class:`concurrent.futures.Executor` (a thread pool by default), or on a Dask
-cluster: pass a ``distributed.Client`` (its ``get_executor(pure=False)`` is used) or that
-executor. The driver keeps at most ``max_in_flight`` trials submitted at a time and submits
-the next as each finishes, so it never holds every future at once. ``make_llm`` and
+cluster: pass a ``distributed.Client`` (or its ``get_executor()``); see
+:mod:`primer.agents.eval_pools`. The driver keeps at most ``max_in_flight`` trials submitted
+at a time and submits the next as each finishes, so neither it nor a Dask scheduler holds
+every trial at once. ``make_llm`` and
 ``tools`` travel to the workers: for a process pool they must be picklable (module-level
 functions, or instances of module-level classes such as
 :class:`~primer.scenarios.relay.SkilledModel`, never lambdas); Dask pickles with
@@ -43,13 +44,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .agent_loop import AgentConfig, AgentResult, format_trace_table, run_agent
+from .eval_pools import Pool, Work, as_pool
 from .eval_results import EvalRow, EvalSummary, percentile
 from .eval_store import ResultsFile
 from .llm import LLM
@@ -246,8 +248,8 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
     ``timeout_s``: wall-time limit per trial (seconds). ``progress``: show a tqdm bar;
     ``None`` shows one for 20 trials or more when stderr is a terminal. ``trace_dir``:
     write each trial's trace there as ``<task>.jsonl`` (``<task>.trial-<k>.jsonl`` with
-    repeats). ``max_in_flight``: trials submitted at once (default twice the executor's
-    workers, when known, else 16).
+    repeats). ``max_in_flight``: trials submitted at once (default: twice the workers of a
+    thread or process pool, else 16; on Dask 32 per worker thread, at least 64).
 
     Raises ``ValueError`` for no tasks, two tasks with one name, ``repeats < 1`` or a
     ``timeout_s`` that is not positive;
@@ -261,32 +263,29 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
     store = ResultsFile(results) if results is not None else None
     done = store.start(names, repeats, resume=resume) if store is not None else set()
     own = executor is None
-    pool = _as_executor(executor) or ThreadPoolExecutor(
-        max_workers=min(4, len(tasks) * repeats), thread_name_prefix="eval")
-    window = max_in_flight or _default_window(pool)
-    total = len(tasks) * repeats
+    if own:
+        executor = ThreadPoolExecutor(max_workers=min(4, len(tasks) * repeats),
+                                      thread_name_prefix="eval")
+    pool = as_pool(executor)
+    window = max_in_flight or pool.default_window()
+    work = partial(run_task, make_llm=make_llm, tools=tools, config=config,
+                   trace_dir=trace_dir, timeout_s=timeout_s)
     kept: list[EvalRow] = []
     jobs = _trials(tasks, repeats, done)
-    bar = _progress(total, len(done), progress)
-    inflight: set[Future[EvalRow]] = set()
+    bar = _progress(len(tasks) * repeats, len(done), progress)
     try:
-        submit = partial(_submit, pool, make_llm, tools, config, trace_dir, timeout_s)
-        _fill(inflight, jobs, window, submit)
-        while inflight:
-            finished, still_running = wait(inflight, return_when=FIRST_COMPLETED)
-            inflight = set(still_running)
-            for future in finished:
-                row = future.result()
+        _fill(pool, jobs, window, work)
+        while len(pool):
+            for row in pool.wait_some():
                 if store is not None:
                     store.append(row)
                 else:
                     kept.append(row)
                 if bar is not None:
                     bar.update(1)
-            _fill(inflight, jobs, window, submit)
+            _fill(pool, jobs, window, work)
     except BaseException:
-        for future in inflight:
-            future.cancel()
+        pool.cancel()
         raise
     finally:
         if bar is not None:
@@ -294,7 +293,7 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
         if store is not None:
             store.close()
         if own:
-            pool.shutdown(wait=True, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)
     order = {n: i for i, n in enumerate(names)}
     if store is not None:
         summary = store.summary()
@@ -330,41 +329,13 @@ def _trials(tasks: Sequence[EvalTask], repeats: int,
                                                         meta={**task.meta, "trial": trial})
 
 
-def _submit(pool: Executor, make_llm: Callable[[EvalTask], LLM], tools: ToolsArg,
-            config: AgentConfig | None, trace_dir: str | Path | None, timeout_s: float | None,
-            task: EvalTask) -> Future[EvalRow]:
-    return pool.submit(run_task, task, make_llm, tools, config, trace_dir, timeout_s=timeout_s)
-
-
-def _fill(inflight: set[Future[EvalRow]], jobs: Iterator[EvalTask], window: int,
-          submit: Callable[[EvalTask], Future[EvalRow]]) -> None:
+def _fill(pool: Pool, jobs: Iterator[EvalTask], window: int, work: Work) -> None:
     """Submit trials from ``jobs`` until ``window`` are in flight (or none is left)."""
-    while len(inflight) < window:
+    while len(pool) < window:
         task = next(jobs, None)
         if task is None:
             return
-        inflight.add(submit(task))
-
-
-def _as_executor(executor: Any) -> Executor | None:
-    """The executor to submit to: a ``distributed.Client`` becomes its executor (not pure,
-    so equal arguments are still separate trials); any Executor is used as it is."""
-    if executor is None or isinstance(executor, Executor):
-        return executor
-    if type(executor).__module__.startswith("distributed") and hasattr(executor,
-                                                                       "get_executor"):
-        return executor.get_executor(pure=False)  # type: ignore[no-any-return]
-    raise TypeError(f"executor must be a concurrent.futures.Executor or a distributed.Client "
-                    f"(got {type(executor).__name__})")
-
-
-def _default_window(pool: Executor) -> int:
-    """Twice the executor's workers (threads, processes or Dask worker threads), else 16."""
-    workers = getattr(pool, "_max_workers", None)
-    client = getattr(pool, "_client", None)
-    if client is not None and hasattr(client, "nthreads"):
-        workers = sum(client.nthreads().values()) or None
-    return max(2, 2 * workers) if isinstance(workers, int) else 16
+        pool.submit(work, task)
 
 
 def _progress(total: int, initial: int, progress: bool | None) -> Any:
