@@ -303,9 +303,10 @@ class EvalSummary:
                          f"{self.p95_latency_s * 1000:.1f} ms")
         return "\n".join(lines)
 
-    def task_rows(self) -> list[dict[str, Any]]:
-        """One dict per task for a table: trials, passed, pass rate, pass@k and pass^k."""
-        k = self.repeats
+    def task_rows(self, k: int | None = None) -> list[dict[str, Any]]:
+        """One dict per task for a table: trials, passed, pass rate, pass@k and pass^k
+        (``k`` defaults to :attr:`repeats`; ``ValueError`` if a task has fewer trials)."""
+        k = self.repeats if k is None else k
         return [{"task": t.task, "trials": t.trials, "passed": t.passed,
                  "pass rate": f"{t.pass_rate:.0%}", f"pass@{k}": f"{t.pass_at(k):.0%}",
                  f"pass^{k}": f"{t.pass_hat(k):.0%}"} for t in self.per_task]
