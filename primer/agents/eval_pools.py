@@ -5,7 +5,10 @@ A pool takes trials (``submit``), hands back the rows of those that finished
 (``wait_some``, blocking until at least one has) and says how many are in flight
 (``len``). The driver submits only up to a window, so neither the driver nor the scheduler
 ever holds every trial at once; a Dask future is released as soon as its row is read, so
-the cluster does not keep finished results either.
+the cluster does not keep finished results either. (Dask's client keeps its last 1,000
+message batches for debugging, submitted trials included: a few MiB on a long run. Set
+``distributed.admin.low-level-log-length`` to 0 before creating the client for a driver
+whose memory stays flat; ``scripts/bench_evals.py`` measures both.)
 """
 
 from __future__ import annotations
