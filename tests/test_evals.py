@@ -352,3 +352,20 @@ def test_dask_runs_lambdas_and_the_clients_own_executor_too(dask_client):
 def test_an_executor_of_the_wrong_kind_is_a_clear_error():
     with pytest.raises(TypeError, match="concurrent.futures.Executor or a distributed.Client"):
         run_evals([relay_task(0, 2)], SkilledModel(1.0), make_tools, executor=object())
+
+
+def test_repeated_trials_each_write_a_trace_named_by_trial(tmp_path):
+    run_evals([relay_task(0, 2)], SkilledModel(0.9), make_tools, repeats=2, progress=False,
+              trace_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["relay-2-0.trial-0.jsonl",
+                                                          "relay-2-0.trial-1.jsonl"]
+
+
+def test_progress_true_shows_a_bar_of_trials_that_starts_at_the_resumed_ones(tmp_path, capsys):
+    tasks = [relay_task(i, 2) for i in range(3)]
+    results = tmp_path / "r.jsonl"
+    run_evals(tasks, SkilledModel(1.0), make_tools, results=results, progress=False)
+    run_evals(tasks, SkilledModel(1.0), make_tools, repeats=2, results=results,
+              progress=True)  # the first trial of each task is in the file already
+    err = capsys.readouterr().err
+    assert "eval trials" in err and "3/6" in err and "6/6" in err

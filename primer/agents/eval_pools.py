@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .eval_results import EvalRow
+
+if TYPE_CHECKING:
+    import distributed
 
 #: One trial's work: a picklable ``work(task) -> EvalRow`` (``run_task`` with its arguments).
 Work = Callable[[Any], EvalRow]
@@ -50,17 +53,21 @@ class ExecutorPool:
         self.inflight: set[Future[EvalRow]] = set()
 
     def submit(self, work: Work, task: Any) -> None:
+        """Start ``work(task)`` on the executor."""
         self.inflight.add(self.executor.submit(work, task))
 
     def wait_some(self) -> list[EvalRow]:
+        """The rows of the trials that finished, waiting for at least one."""
         finished, running = wait(self.inflight, return_when=FIRST_COMPLETED)
         self.inflight = set(running)
         return [f.result() for f in finished]
 
     def __len__(self) -> int:
+        """Trials in flight."""
         return len(self.inflight)
 
     def cancel(self) -> None:
+        """Cancel the trials not started yet."""
         for f in self.inflight:
             f.cancel()
 
@@ -75,7 +82,7 @@ class DaskPool:
     """A ``distributed.Client``: trials are submitted with ``pure=False`` (equal arguments
     are still separate trials) and each future is released once its row is read."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: distributed.Client) -> None:
         import distributed
 
         self.client = client
@@ -85,11 +92,14 @@ class DaskPool:
         self.pending: set[Any] = set()
 
     def submit(self, work: Work, task: Any) -> None:
+        """Submit ``work(task)`` to the cluster."""
         future = self.client.submit(work, task, pure=False)
         self.pending.add(future)
         self.finished.add(future)
 
     def wait_some(self) -> list[EvalRow]:
+        """The rows of the trials that finished (fetched already), waiting for at least one;
+        their futures are released."""
         rows = []
         for future, row in self.finished.next_batch(block=True):
             self.pending.discard(future)
@@ -98,9 +108,11 @@ class DaskPool:
         return rows
 
     def __len__(self) -> int:
+        """Trials in flight."""
         return len(self.pending)
 
     def cancel(self) -> None:
+        """Cancel every trial not finished yet."""
         if self.pending:
             self.client.cancel(list(self.pending))
             self.pending.clear()
@@ -113,7 +125,7 @@ class DaskPool:
         return max(64, 32 * threads)
 
 
-def as_pool(executor: Any) -> Pool:
+def as_pool(executor: Executor | distributed.Client) -> Pool:
     """The pool for ``executor``: a ``distributed.Client``, or the Dask executor of one
     (``client.get_executor()``), becomes a :class:`DaskPool`; any other
     :class:`concurrent.futures.Executor` an :class:`ExecutorPool`. ``TypeError`` otherwise."""

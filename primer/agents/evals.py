@@ -44,11 +44,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agent_loop import AgentConfig, AgentResult, format_trace_table, run_agent
 from .eval_pools import Pool, Work, as_pool
@@ -66,6 +66,9 @@ from .scorers import (
     tool_path,
 )
 from .tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    import distributed
 
 __all__ = ["AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask",
            "StopCauseIs", "path_matches", "percentile", "run_evals", "run_task",
@@ -232,7 +235,8 @@ def _within(fn: Callable[[], Any], timeout_s: float | None) -> Any:
 
 
 def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], tools: ToolsArg,
-              config: AgentConfig | None = None, executor: Any = None, *,
+              config: AgentConfig | None = None,
+              executor: Executor | distributed.Client | None = None, *,
               repeats: int = 1, results: str | Path | None = None, resume: bool = True,
               timeout_s: float | None = None, progress: bool | None = None,
               trace_dir: str | Path | None = None,
@@ -262,11 +266,9 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
     names = [t.name for t in tasks]
     store = ResultsFile(results) if results is not None else None
     done = store.start(names, repeats, resume=resume) if store is not None else set()
-    own = executor is None
-    if own:
-        executor = ThreadPoolExecutor(max_workers=min(4, len(tasks) * repeats),
-                                      thread_name_prefix="eval")
-    pool = as_pool(executor)
+    own_pool = None if executor is not None else ThreadPoolExecutor(
+        max_workers=min(4, len(tasks) * repeats), thread_name_prefix="eval")
+    pool = as_pool(own_pool or executor)
     window = max_in_flight or pool.default_window()
     work = partial(run_task, make_llm=make_llm, tools=tools, config=config,
                    trace_dir=trace_dir, timeout_s=timeout_s)
@@ -292,8 +294,8 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
             bar.close()
         if store is not None:
             store.close()
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
+        if own_pool is not None:
+            own_pool.shutdown(wait=True, cancel_futures=True)
     order = {n: i for i, n in enumerate(names)}
     if store is not None:
         summary = store.summary()
