@@ -149,7 +149,7 @@ def effective_sample_size(rates: Sequence[float], trials: int) -> float:
     if not rates:
         raise ValueError("no tasks: an interval needs at least one")
     t = len(rates)
-    p = sum(rates) / t
+    p = math.fsum(rates) / t
     var = statistics.pvariance(rates)
     if var == 0 or p in (0.0, 1.0):
         return float(trials)
@@ -159,7 +159,7 @@ def effective_sample_size(rates: Sequence[float], trials: int) -> float:
 def suite_interval(rates: Sequence[float], trials: int) -> tuple[float, float]:
     """The 95% interval of the mean of per-task pass ``rates`` over ``trials`` runs in all:
     :func:`wilson_interval` at :func:`effective_sample_size` (see the module docstring)."""
-    return wilson_interval(sum(rates) / len(rates), effective_sample_size(rates, trials))
+    return wilson_interval(math.fsum(rates) / len(rates), effective_sample_size(rates, trials))
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -244,13 +244,14 @@ class EvalSummary:
     def of(cls, rows: Iterable[EvalRow]) -> EvalSummary:
         """Summarise ``rows`` in one pass (any iterable: a list, or rows read from a file).
 
-        Keeps two counters per task and one float per row (for the percentiles), never the
-        rows. ``ValueError`` when there are none.
+        Keeps two counters per task and two floats per row (latency for the percentiles,
+        cost for an exact sum), never the rows. Sums are ``math.fsum``, so the figures do not
+        depend on the order rows finished in. ``ValueError`` when there are none.
         """
         counts: dict[str, list[int]] = {}
         latencies: list[float] = []
         with_path = path_right = steps = inp = out = failed = 0
-        cost = 0.0
+        costs: list[float] = []
         for r in rows:
             c = counts.setdefault(r.task, [0, 0])
             c[0] += 1
@@ -262,7 +263,7 @@ class EvalSummary:
             steps += r.steps
             inp += r.input_tokens
             out += r.output_tokens
-            cost += r.cost_usd
+            costs.append(r.cost_usd)
             failed += r.stop_cause in FAILED_TO_RUN
         if not latencies:
             raise ValueError("no eval rows to summarise: give run_evals at least one task")
@@ -270,15 +271,16 @@ class EvalSummary:
         k = min(t.trials for t in per_task)
         rates = [t.pass_rate for t in per_task]
         lo, hi = suite_interval(rates, len(latencies))
-        return cls(tasks=len(per_task), success_rate=sum(rates) / len(rates),
+        # math.fsum: the figures do not depend on the order the rows finished in
+        return cls(tasks=len(per_task), success_rate=math.fsum(rates) / len(rates),
                    path_accuracy=path_right / with_path if with_path else None,
-                   mean_steps=steps / len(latencies), total_cost_usd=cost,
+                   mean_steps=steps / len(latencies), total_cost_usd=math.fsum(costs),
                    input_tokens=inp, output_tokens=out,
                    p50_latency_s=percentile(latencies, 50),
                    p95_latency_s=percentile(latencies, 95),
                    trials=len(latencies), repeats=k, ci_low=lo, ci_high=hi,
-                   pass_at_k=sum(t.pass_at(k) for t in per_task) / len(per_task),
-                   pass_hat_k=sum(t.pass_hat(k) for t in per_task) / len(per_task),
+                   pass_at_k=math.fsum(t.pass_at(k) for t in per_task) / len(per_task),
+                   pass_hat_k=math.fsum(t.pass_hat(k) for t in per_task) / len(per_task),
                    failed_to_run=failed, per_task=per_task)
 
     def text(self, *, latency: bool = True) -> str:
