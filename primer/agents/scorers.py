@@ -13,7 +13,7 @@ scorer, or a list of them that must all pass (each verdict is kept in the row, b
   the answer and the criteria and answers PASS or FAIL with a reason. Offline, the judge is
   a scripted model; the same scorer takes ``ClaudeLLM``.
 
-The path helpers :func:`tool_path` and :func:`path_matches` are the one definition of "the
+The path functions :func:`tool_path` and :func:`path_matches` are the one definition of "the
 tools the run called" and "the path is right" used by scorers and eval rows alike.
 """
 
