@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+import threading
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
@@ -187,3 +188,184 @@ def test_trace_dir_writes_one_trace_per_task_and_rejects_repeated_names(tmp_path
     assert report.rows[0].trace.endswith("relay-2-0.jsonl")
     with pytest.raises(ValueError, match="repeated"):
         run_evals(tasks + tasks[:1], relay_llm, make_tools, progress=False, trace_dir=tmp_path)
+
+
+# ---------------------------------------------------------------- repeats, timeouts, Dask
+
+
+def test_each_repeat_is_a_fresh_draw_of_a_nondeterministic_model():
+    tasks = [relay_task(i, 4) for i in range(5)]
+    report = run_evals(tasks, SkilledModel(0.7), make_tools, repeats=8, progress=False)
+    assert [(r.task, r.trial) for r in report.rows[:3]] == [
+        ("relay-4-0", 0), ("relay-4-0", 1), ("relay-4-0", 2)]
+    per_task = {t.task: t.passed for t in report.summary.per_task}
+    assert all(0 < c < 8 for c in list(per_task.values())[:3])  # neither always nor never
+    once = run_evals(tasks, SkilledModel(0.7), make_tools, progress=False)
+    first_trials = [(r.task, r.success) for r in report.rows if r.trial == 0]
+    assert first_trials == [(r.task, r.success) for r in once.rows]
+
+
+def test_repeats_give_pass_at_k_and_pass_hat_k_from_the_trials_of_each_task():
+    from primer.agents import pass_at_k, pass_hat_k
+
+    report = run_evals([relay_task(i, 4) for i in range(6)], SkilledModel(0.7), make_tools,
+                       repeats=5, progress=False)
+    s = report.summary
+    counts = [(t.trials, t.passed) for t in s.per_task]
+    assert s.repeats == 5 and s.trials == 30
+    assert s.pass_at_k == pytest.approx(sum(pass_at_k(n, c, 5) for n, c in counts) / 6)
+    assert s.pass_hat_k == pytest.approx(sum(pass_hat_k(n, c, 5) for n, c in counts) / 6)
+    assert "pass@5" in report.table(latency=False) and "pass^5" in report.table()
+
+
+def test_repeats_must_be_a_whole_number_of_at_least_one():
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="repeats"):
+            run_evals([relay_task(0, 2)], SkilledModel(1.0), make_tools, repeats=bad)
+
+
+def test_a_trial_past_its_time_limit_is_a_timeout_row_and_the_others_finish():
+    import time as _time
+
+    @tool
+    def slow(key: str) -> str:
+        """Take a long time.
+
+        Args:
+            key: any key.
+        """
+        _time.sleep(3)
+        return "late"
+
+    def llm(task):
+        name = "slow" if task.name == "stuck" else "lookup"
+        return ScriptedLLM([tool_reply((name, {"key": "a"})), "value of a"])
+
+    tasks = [EvalTask("stuck", "q", AnswerContains("value")),
+             EvalTask("fine", "q", AnswerContains("value"))]
+    start = _time.perf_counter()
+    report = run_evals(tasks, llm, [lookup, slow], AgentConfig(tool_timeout_s=None),
+                       timeout_s=0.5, progress=False)
+    assert _time.perf_counter() - start < 2.5
+    stuck, fine = report.rows
+    assert stuck.stop_cause == "timeout" and "0.5 s limit" in stuck.error
+    assert fine.success and report.summary.failed_to_run == 1
+    with pytest.raises(ValueError, match="timeout_s"):
+        run_evals(tasks, llm, [lookup], timeout_s=0)
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A thread pool that records the most trials submitted and not yet finished at once."""
+
+    def __init__(self, workers):
+        super().__init__(workers)
+        self.lock, self.outstanding, self.most, self.submitted = threading.Lock(), 0, 0, 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self.lock:
+            self.submitted += 1
+            self.outstanding += 1
+            self.most = max(self.most, self.outstanding)
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, future):
+        with self.lock:
+            self.outstanding -= 1
+
+
+def slow_relay_tools(task):
+    import time as _time
+
+    _time.sleep(0.05)  # long enough that the driver fills its window before one finishes
+    return make_tools(task)
+
+
+def test_the_driver_never_holds_more_than_max_in_flight_trials():
+    tasks = [relay_task(i, 2) for i in range(24)]
+    with CountingExecutor(4) as ex:
+        report = run_evals(tasks, SkilledModel(1.0), slow_relay_tools, executor=ex,
+                           max_in_flight=3)
+    assert ex.submitted == 24 and ex.most == 3 and report.summary.trials == 24
+    with CountingExecutor(4) as ex:  # the default window: twice the pool's 4 workers
+        run_evals(tasks, SkilledModel(1.0), slow_relay_tools, executor=ex)
+    assert ex.most == 8
+
+
+def test_a_results_file_holds_the_same_rows_and_summary_as_a_run_in_memory(tmp_path):
+    tasks = [relay_task(i, 3) for i in range(8)]
+    memory = run_evals(tasks, SkilledModel(0.8), make_tools, repeats=3, progress=False)
+    on_disk = run_evals(tasks, SkilledModel(0.8), make_tools, repeats=3, progress=False,
+                        results=tmp_path / "r.jsonl")
+    assert on_disk.results == tmp_path / "r.jsonl"
+    key = [(r.task, r.trial, r.success, r.path, r.steps, r.input_tokens) for r in memory.rows]
+    assert [(r.task, r.trial, r.success, r.path, r.steps, r.input_tokens)
+            for r in on_disk.rows] == key
+    a, b = memory.summary, on_disk.summary
+    assert (a.success_rate, a.ci_low, a.ci_high, a.pass_at_k, a.pass_hat_k) == (
+        b.success_rate, b.ci_low, b.ci_high, b.pass_at_k, b.pass_hat_k)
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster, timeout="30s") as client:
+        yield client
+
+
+def test_evals_run_on_a_real_dask_local_cluster_and_agree_with_threads(dask_client, tmp_path):
+    tasks = [relay_task(i, 4) for i in range(12)]
+    threads = run_evals(tasks, SkilledModel(0.8), make_tools, repeats=2, progress=False)
+    dask = run_evals(tasks, SkilledModel(0.8), make_tools, executor=dask_client, repeats=2,
+                     results=tmp_path / "r.jsonl", progress=False)
+    assert [(r.task, r.trial, r.success, r.steps) for r in dask.rows] == [
+        (r.task, r.trial, r.success, r.steps) for r in threads.rows]
+    workers = {w for w in dask_client.run(lambda: __import__("os").getpid()).values()}
+    assert len(workers) == 2  # two worker processes really ran
+
+
+def test_the_cluster_keeps_no_finished_trial_after_the_run(dask_client):
+    import time as _time
+
+    run_evals([relay_task(i, 2) for i in range(30)], SkilledModel(0.9), make_tools,
+              executor=dask_client, progress=False)
+    deadline = _time.monotonic() + 10
+    held = None
+    while _time.monotonic() < deadline:  # releases reach the scheduler asynchronously
+        held = dask_client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+        if held == 0:
+            break
+        _time.sleep(0.05)
+    assert held == 0
+
+
+def test_dask_runs_lambdas_and_the_clients_own_executor_too(dask_client):
+    tasks = [relay_task(i, 2) for i in range(4)]
+    report = run_evals(tasks, lambda t: SkilledModel(1.0)(t), make_tools,
+                       executor=dask_client.get_executor(pure=False), progress=False)
+    assert report.summary.success_rate == 1
+
+
+def test_an_executor_of_the_wrong_kind_is_a_clear_error():
+    with pytest.raises(TypeError, match="concurrent.futures.Executor or a distributed.Client"):
+        run_evals([relay_task(0, 2)], SkilledModel(1.0), make_tools, executor=object())
+
+
+def test_repeated_trials_each_write_a_trace_named_by_trial(tmp_path):
+    run_evals([relay_task(0, 2)], SkilledModel(0.9), make_tools, repeats=2, progress=False,
+              trace_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["relay-2-0.trial-0.jsonl",
+                                                          "relay-2-0.trial-1.jsonl"]
+
+
+def test_progress_true_shows_a_bar_of_trials_that_starts_at_the_resumed_ones(tmp_path, capsys):
+    tasks = [relay_task(i, 2) for i in range(3)]
+    results = tmp_path / "r.jsonl"
+    run_evals(tasks, SkilledModel(1.0), make_tools, results=results, progress=False)
+    run_evals(tasks, SkilledModel(1.0), make_tools, repeats=2, results=results,
+              progress=True)  # the first trial of each task is in the file already
+    err = capsys.readouterr().err
+    assert "eval trials" in err and "3/6" in err and "6/6" in err

@@ -2,8 +2,9 @@
 
 ``from primer.agents import run_agent, AgentConfig, ScriptedLLM, tool, ...``
 
-Importing this package loads only the loop and its parts; plotting, widgets and the
-``anthropic`` SDK are imported by the modules that need them, when they are used.
+Importing this package loads only the loop and its parts; plotting, widgets, the
+``anthropic`` SDK, OpenTelemetry and Dask are imported by the modules that need them, when
+they are used.
 """
 
 from .agent_loop import (
@@ -30,16 +31,8 @@ from .checkpoint import (
     resume,
 )
 from .cost import Prices, cost_usd
-from .evals import (
-    AnswerContains,
-    EvalReport,
-    EvalRow,
-    EvalSummary,
-    EvalTask,
-    StopCauseIs,
-    run_evals,
-    task_from_trace,
-)
+from .eval_results import pass_at_k, pass_hat_k, wilson_interval
+from .evals import EvalReport, EvalRow, EvalSummary, EvalTask, run_evals, task_from_trace
 from .hooks import Hooks
 from .llm import (
     LLM,
@@ -71,6 +64,7 @@ from .production import (
     in_subprocess,
     run_in_subprocess,
 )
+from .scorers import AnswerContains, CostUnder, ModelGraded, StopCauseIs, ToolsInOrder, Verdict
 from .tools import (
     Tool,
     ToolError,
@@ -104,7 +98,8 @@ __all__ = [
     "Divergence", "ReplayLLM", "ReplayResult", "Trace", "TraceError", "TraceWriter",
     "load_trace", "redact", "replay",
     "AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask", "StopCauseIs",
-    "run_evals", "task_from_trace",
+    "run_evals", "task_from_trace", "CostUnder", "ModelGraded", "ToolsInOrder", "Verdict",
+    "pass_at_k", "pass_hat_k", "wilson_interval",
     "ManualClock", "RateLimited", "RetryPolicy", "ToolRunner", "ToolTimeout",
     "TransientToolError", "in_subprocess", "run_in_subprocess",
     "Hooks", "ToolOutput",
@@ -114,7 +109,8 @@ __all__ = [
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
 _LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
-         "FakeModelServer": "fake_server", "diagnose": "diagnosis", "Diagnosis": "diagnosis"}
+         "FakeModelServer": "fake_server", "diagnose": "diagnosis", "Diagnosis": "diagnosis",
+         "OTelSink": "otel"}
 
 
 def __getattr__(name: str) -> object:

@@ -1,25 +1,42 @@
-"""``python -m primer eval``: run the built-in eval suite and print one row per task.
+"""``python -m primer eval``: run an eval suite and print one row per task, then the summary.
 
-The suite (:mod:`primer.scenarios.suite`) holds the course's scenario demos and relay tasks
-whose model is right each step with probability ``--p``. Prints each task's outcome, path,
-steps, tokens, cost and stop cause, then the summary (success rate, path accuracy, mean
-steps, total cost, p50 / p95 latency). ``--workers`` sets the thread pool; ``--processes``
-uses a process pool instead. ``--trace-dir DIR`` writes one trace per task (DIR may be
-created, its parent must exist). Exit code 0 (failing tasks are results, not errors); 2 for
-impossible settings or a trace directory that cannot be used.
+The built-in suite (:mod:`primer.scenarios.suite`) holds the course's scenario demos and
+relay tasks whose model is right each step with probability ``--p``; ``--suite FILE`` runs
+the tasks of a YAML or JSON suite file instead (:mod:`primer.agents.eval_suite`), with the
+scenario models and tools its tasks name. ``--repeats K`` runs each task K times and adds
+pass@K and pass^K; ``--results FILE`` streams rows to a JSON Lines file and resumes from it
+(``--fresh`` starts it over); ``--timeout S`` limits each trial. Where the trials run:
+threads by default (``--workers``), ``--processes``, or ``--dask ADDRESS`` (a running
+scheduler, or ``local`` for a LocalCluster of ``--workers`` processes started and closed
+here). ``--judge scripted`` grades the suite file's ``model_graded`` checks offline,
+``--judge claude`` with Claude (needs ``ANTHROPIC_API_KEY``).
+
+Exit code 0 (failing tasks are results, not errors); 2 for impossible settings, a suite or
+results file that cannot be used, a trace directory that cannot be used or a scheduler that
+cannot be reached (one line says which).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from primer.agents import run_evals
+from primer.agents import LLM, EvalTask, run_evals
+from primer.agents.eval_store import EvalResultsError
+from primer.agents.eval_suite import SuiteError
 from primer.commands.paths import os_error_line, output_dir_problem
-from primer.scenarios.suite import builtin_suite, suite_llm, suite_tools
+from primer.scenarios.suite import (
+    builtin_suite,
+    load_suite_file,
+    scripted_judge,
+    suite_llm,
+    suite_tools,
+)
 
 #: What the table's columns mean (``eval --help`` prints it).
 COLUMNS = """\
@@ -32,59 +49,143 @@ columns, one row per task:
   steps       model calls the run made
   in, out     input and output tokens over the whole run
   cost USD    the run's cost at the course's prices (USD)
-  stop cause  why the loop stopped (end_turn, max_steps, loop_detected, ...), or error
-              when the task itself raised (the error is printed after the table)
+  stop cause  why the loop stopped (end_turn, max_steps, loop_detected, ...), error when
+              the task itself raised, timeout past --timeout (printed after the table)
   latency ms  wall time of the run, in milliseconds (varies between runs and machines)
-Then the summary: success rate, path accuracy (share of tasks with a path whose path was
-right), mean steps, tokens, total cost and the p50 / p95 latency."""
+With --repeats K > 1, one row per task instead: trials, passed, pass rate, pass@K (at least
+one of K trials passes) and pass^K (all K pass).
+Then the summary: success rate with its 95% interval (Wilson), pass@K and pass^K, path
+accuracy (share of trials with a path whose path was right), mean steps, tokens, total
+cost and the p50 / p95 latency."""
 
 
 def register(subparsers: Any) -> None:
     """Add the ``eval`` sub-command to ``subparsers``."""
-    p = subparsers.add_parser("eval", help="run the built-in eval suite and print the table",
-                              description="Run the built-in eval suite offline.",
+    p = subparsers.add_parser("eval", help="run an eval suite and print the table",
+                              description="Run the built-in eval suite, or a suite file, "
+                                          "offline.",
                               epilog=COLUMNS,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", metavar="FILE",
+                   help="run the tasks of this YAML or JSON suite file (see "
+                        "primer/scenarios/builtin_suite.yaml for the format)")
     p.add_argument("--relay-tasks", type=int, default=20,
-                   help="relay tasks to add (default 20)")
+                   help="relay tasks to add to the built-in suite (default 20)")
     p.add_argument("--hops", type=int, default=5, help="steps per relay task (default 5)")
     p.add_argument("--p", type=float, default=0.9,
                    help="the relay model's per-step accuracy (default 0.9)")
-    p.add_argument("--workers", type=int, default=4, help="tasks run at once (default 4)")
+    p.add_argument("--repeats", type=int, default=1, metavar="K",
+                   help="trials per task (default 1); adds pass@K and pass^K")
+    p.add_argument("--results", metavar="FILE",
+                   help="stream rows to this JSON Lines file; run again to resume")
+    p.add_argument("--fresh", action="store_true", help="start --results FILE over")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds allowed per trial")
+    p.add_argument("--workers", type=int, default=4, help="trials run at once (default 4)")
     p.add_argument("--processes", action="store_true", help="use processes, not threads")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run on a Dask cluster: a scheduler address (tcp://host:8786), or "
+                        "'local' for a LocalCluster of --workers processes")
+    p.add_argument("--judge", choices=["scripted", "claude"],
+                   help="the judge of model_graded checks in --suite FILE")
     p.add_argument("--trace-dir", metavar="DIR",
-                   help="write each task's trace to DIR as TASK.jsonl (DIR may be created; "
+                   help="write each trial's trace to DIR as TASK.jsonl (DIR may be created; "
                         "its parent must exist)")
+    p.add_argument("--summary-only", action="store_true", help="print the summary, no table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the suite and print the table; returns 0, or 2 for impossible settings or an
-    unusable ``--trace-dir``."""
-    if args.relay_tasks < 0 or args.hops < 1 or not 0 <= args.p <= 1 or args.workers < 1:
-        print("eval: need --relay-tasks >= 0, --hops >= 1, 0 <= --p <= 1, --workers >= 1",
-              file=sys.stderr)
-        return 2
-    problem = args.trace_dir and output_dir_problem(args.trace_dir, "--trace-dir")
+    """Run the suite and print the table; returns 0, or 2 for a setting or file that
+    cannot be used."""
+    problem = _settings_problem(args)
     if problem:
         print(f"eval: {problem}", file=sys.stderr)
         return 2
     try:
         if args.trace_dir:  # every task writes here: create it now, not in each worker
             Path(args.trace_dir).mkdir(exist_ok=True)
+        tasks = _tasks(args)
+        with _executor(args) as executor:
+            report = run_evals(tasks, suite_llm, suite_tools, executor=executor,
+                               repeats=args.repeats, results=args.results,
+                               resume=not args.fresh, timeout_s=args.timeout,
+                               progress=False if args.no_progress else None,
+                               trace_dir=args.trace_dir)
+    except (SuiteError, EvalResultsError, _Unreachable) as e:
+        print(f"eval: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(os_error_line("eval", e), file=sys.stderr)
         return 2
-    tasks = builtin_suite(relay_tasks=args.relay_tasks, hops=args.hops, p=args.p)
-    pool_type = ProcessPoolExecutor if args.processes else ThreadPoolExecutor
-    pool: Executor
-    with pool_type(max_workers=args.workers) as pool:  # a task that raises is a row
-        report = run_evals(tasks, suite_llm, suite_tools, executor=pool,
-                           progress=False if args.no_progress else None,
-                           trace_dir=args.trace_dir)
-    print(report.table())
-    for row in report.rows:
+    print(report.summary.text() if args.summary_only else report.table())
+    for note in report.notes:
+        print(f"eval: {note}", file=sys.stderr)
+    for row in report.rows if not args.summary_only else ():
         if row.error:
-            print(f"eval: task {row.task} raised {row.error}", file=sys.stderr)
+            print(f"eval: task {row.task} trial {row.trial}: {row.stop_cause}: {row.error}",
+                  file=sys.stderr)
     return 0
+
+
+def _settings_problem(args: argparse.Namespace) -> str | None:
+    if args.relay_tasks < 0 or args.hops < 1 or not 0 <= args.p <= 1 or args.workers < 1:
+        return "need --relay-tasks >= 0, --hops >= 1, 0 <= --p <= 1, --workers >= 1"
+    if args.repeats < 1:
+        return f"--repeats must be 1 or more (got {args.repeats})"
+    if args.timeout is not None and not args.timeout > 0:
+        return f"--timeout must be a positive number of seconds (got {args.timeout})"
+    if args.processes and args.dask:
+        return "choose one of --processes and --dask"
+    if args.fresh and not args.results:
+        return "--fresh starts a --results FILE over; give one"
+    if args.judge and not args.suite:
+        return "--judge grades the model_graded checks of a --suite FILE; give one"
+    return args.trace_dir and output_dir_problem(args.trace_dir, "--trace-dir") or None
+
+
+def _tasks(args: argparse.Namespace) -> list[EvalTask]:
+    if not args.suite:
+        return builtin_suite(relay_tasks=args.relay_tasks, hops=args.hops, p=args.p)
+    return load_suite_file(args.suite, judge=_judge(args.judge))
+
+
+def _judge(name: str | None) -> LLM | None:
+    if name == "scripted":
+        return scripted_judge()
+    if name == "claude":
+        from primer.agents.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
+
+        if not has_api_key():
+            raise _Unreachable(f"--judge claude: {NO_KEY_HELP}")
+        return ClaudeLLM()
+    return None
+
+
+class _Unreachable(Exception):
+    """A judge or scheduler the command cannot use."""
+
+
+@contextlib.contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[Any]:
+    """The executor the trials run on, closed afterwards (a Dask LocalCluster too)."""
+    if not args.dask:
+        pool_type = ProcessPoolExecutor if args.processes else ThreadPoolExecutor
+        with pool_type(max_workers=args.workers) as pool:
+            yield pool
+        return
+    import distributed
+
+    with contextlib.ExitStack() as stack:
+        try:
+            if args.dask == "local":
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=args.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None))
+                address: Any = cluster
+            else:
+                address = args.dask
+            client = stack.enter_context(distributed.Client(address, timeout="10s"))
+        except (OSError, TimeoutError, ValueError) as e:
+            raise _Unreachable(f"--dask {args.dask}: cannot reach the scheduler ({e})") from e
+        yield client

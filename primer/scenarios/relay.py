@@ -19,8 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from primer.agents import AgentConfig, EvalTask, ScriptedLLM, Tool, tool, tool_reply
-from primer.agents.evals import AnswerContains
+from primer.agents import AgentConfig, AnswerContains, EvalTask, ScriptedLLM, Tool, tool, tool_reply
 from primer.agents.messages import Message
 
 
@@ -94,7 +93,9 @@ class SkilledModel:
 
     ``SkilledModel(p)(task)`` returns a fresh :class:`ScriptedLLM` for a relay task. Its
     choices are drawn up front from ``random.Random(task.meta["seed"])`` (so a task always
-    plays out the same way): for each of the ``hops`` steps, right with probability ``p``;
+    plays out the same way), or, for a repeated trial (``task.meta["trial"]`` > 0), from a
+    generator seeded by the seed and the trial, so each trial is a fresh draw, as a
+    sampled model's would be: for each of the ``hops`` steps, right with probability ``p``;
     a wrong step is, with equal odds, ``next_code`` with a wrong argument (the path still
     looks right) or the decoy ``peek_code`` (the path is wrong too). The model never
     notices its mistakes, so the run succeeds only when all steps were right. Picklable, so
@@ -109,7 +110,8 @@ class SkilledModel:
 
     def __call__(self, task: EvalTask) -> ScriptedLLM:
         seed, hops = int(task.meta["seed"]), int(task.meta["hops"])
-        rng = random.Random(seed)
+        trial = int(task.meta.get("trial", 0))
+        rng = random.Random(seed if trial == 0 else f"{seed}/{trial}")
         plan = [None if rng.random() < self.p else rng.choice(["argument", "tool"])
                 for _ in range(hops)]
         start = start_code(seed)

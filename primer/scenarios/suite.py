@@ -1,7 +1,9 @@
 """The built-in eval suite: the course's scenarios as eval tasks, plus relay tasks.
 
-Each scenario demo becomes one task (its task text, system prompt and limits), with the
-check a person would apply to its answer and the tool path a good run takes:
+The scenario tasks live in ``builtin_suite.yaml`` beside this file, in the suite-file format
+of :mod:`primer.agents.eval_suite`; a task that names a demo in ``meta`` (``world: demo``,
+``demo: NAME``) takes its input, system prompt and limits from that demo
+(:func:`complete_from_demo`). Each is judged the way a person would:
 
 * the order demos must answer 5900 rupees via ``get_order``, ``get_order`` (the first call
   has a wrong argument name, read and fixed), ``calculator``; the demos whose models
@@ -11,40 +13,63 @@ check a person would apply to its answer and the tool path a good run takes:
 
 Relay tasks (:mod:`primer.scenarios.relay`) add a chain whose models are right each step
 with probability ``p``. :func:`suite_llm` and :func:`suite_tools` are module-level
-factories, so the suite runs on a process pool too.
+factories, so the suite runs on a process pool too. :func:`scripted_judge` is an offline
+stand-in for a judge model, for :class:`~primer.agents.ModelGraded` checks.
 """
 
 from __future__ import annotations
 
-from primer.agents import LLM, AnswerContains, EvalTask, Tool
+import os
+import re
+from pathlib import Path
+from typing import Any
 
-from . import all_demos, get_demo
+from primer.agents import LLM, EvalTask, Reply, ScriptedLLM, Tool, Usage, estimate_tokens
+from primer.agents.eval_suite import load_suite
+from primer.agents.messages import Message, text_of
+
+from . import get_demo
 from .relay import make_tools as relay_tools
 from .relay import relay_llm, relay_task
 
-#: demo name → (check, expected tool path) for the demos the suite knows how to judge.
-DEMO_CHECKS = {
-    "orders": (AnswerContains("5900"), ["get_order", "get_order", "calculator"]),
-    "orders-repeat": (AnswerContains("5900"), ["get_order", "get_order", "calculator"]),
-    "orders-wander": (AnswerContains("5900"), ["get_order", "get_order", "calculator"]),
-    "orders-budget": (AnswerContains("5900"), ["get_order", "get_order", "calculator"]),
-    "pto": (AnswerContains("12", "[hr-001]"), frozenset({"search_kb", "get_pto_balance"})),
-}
+#: The scenario tasks of the built-in suite.
+BUILTIN_SUITE = Path(__file__).with_name("builtin_suite.yaml")
+
+
+def complete_from_demo(raw: dict[str, Any]) -> dict[str, Any]:
+    """Fill a suite-file task that names a demo (``meta: {world: demo, demo: NAME}``) with
+    the demo's input and system prompt (when the task has none) and its limits (the task's
+    own limits win). Other tasks are returned as they are. ``ValueError`` for an unknown
+    demo."""
+    meta = raw.get("meta") or {}
+    if not isinstance(meta, dict) or meta.get("world") != "demo":
+        return raw
+    try:
+        demo = get_demo(str(meta.get("demo")))
+    except KeyError as e:
+        raise ValueError(f"meta.demo: {e.args[0] if e.args else e}") from None
+    return {"input": demo.task, "system": demo.system, **raw,
+            "limits": {**demo.config.to_dict(), **(raw.get("limits") or {})}}
+
+
+def load_suite_file(path: str | os.PathLike[str], *, judge: LLM | None = None
+                    ) -> list[EvalTask]:
+    """:func:`~primer.agents.eval_suite.load_suite` with demo tasks completed from their
+    demo (so a suite file may name a demo instead of repeating its task text)."""
+    return load_suite(path, judge=judge, complete=complete_from_demo)
 
 
 def demo_task(name: str) -> EvalTask:
-    """The eval task for demo ``name`` (``KeyError`` when the suite has no check for it)."""
-    check, path = DEMO_CHECKS[name]
-    demo = get_demo(name)
-    return EvalTask(name=name, input=demo.task, check=check, expected_path=path,
-                    limits=demo.config.to_dict(), system=demo.system,
-                    meta={"world": "demo", "demo": name})
+    """The built-in task for demo ``name`` (``KeyError`` when the suite has none for it)."""
+    for task in load_suite_file(BUILTIN_SUITE):
+        if task.name == name:
+            return task
+    raise KeyError(f"the built-in suite has no task for demo {name!r}")
 
 
 def builtin_suite(relay_tasks: int = 20, hops: int = 5, p: float = 0.9) -> list[EvalTask]:
-    """Every registered demo with a check, then ``relay_tasks`` relay tasks of ``hops`` hops."""
-    demos = all_demos()
-    tasks = [demo_task(n) for n in DEMO_CHECKS if n in demos]
+    """Every built-in demo task, then ``relay_tasks`` relay tasks of ``hops`` hops."""
+    tasks = load_suite_file(BUILTIN_SUITE)
     tasks += [relay_task(seed, hops, p=p) for seed in range(relay_tasks)]
     return tasks
 
@@ -61,3 +86,33 @@ def suite_tools(task: EvalTask) -> list[Tool]:
     if task.meta.get("world") == "relay":
         return relay_tools(task)
     return get_demo(task.meta["demo"]).make_tools()
+
+
+#: What the scripted judge requires of an answer: numbers and [bracketed ids] in the criteria.
+_REQUIRED = re.compile(r"\[[^\]\s]+\]|\d[\d,.]*\d|\d")
+
+
+def _judge_policy(messages: list[Message]) -> Reply:
+    prompt = text_of(messages[-1]["content"])
+    answer = prompt.split("\n\nAnswer:\n", 1)[-1].split("\n\nCriteria:\n", 1)[0]
+    criteria = prompt.rsplit("\n\nCriteria:\n", 1)[-1]
+    if answer.startswith("(no answer"):
+        text = "FAIL. The run gave no answer."
+    else:
+        missing = [t for t in _REQUIRED.findall(criteria) if t not in answer]
+        text = (f"FAIL. The answer does not state {', '.join(missing)}." if missing else
+                "PASS. The answer states every figure and source the criteria name.")
+    return Reply([{"type": "text", "text": text}], "end_turn",
+                 Usage(estimate_tokens(prompt), estimate_tokens(text)), "scripted-judge")
+
+
+def scripted_judge() -> ScriptedLLM:
+    """An offline judge for :class:`~primer.agents.ModelGraded`: a rule, not a model.
+
+    It answers PASS when the answer holds every number and every ``[bracketed id]`` the
+    criteria name, FAIL (naming what is missing) otherwise, and FAIL when the run gave no
+    answer. It shows the judge's plumbing (prompt, PASS/FAIL, reason) offline; it cannot
+    judge what a rule cannot see (tone, whether the reasoning holds), which is what a real
+    judge model is for. Stateless, so one judge may serve many tasks at once.
+    """
+    return ScriptedLLM(_judge_policy, model="scripted-judge", name="scripted judge")
