@@ -32,7 +32,7 @@ from primer.agents import (
 )
 from primer.agents.llm import PermanentModelError, TransientModelError
 from primer.agents.messages import tool_use_block
-from primer.agents.production import call_with_timeout
+from primer.agents.timeouts import call_with_timeout
 from primer.agents.tools import idempotency_key
 from primer.scenarios.inventory import InventoryAPI, RefundDesk, supplier_eta
 from primer.scenarios.refunds import RefundLedger
@@ -81,7 +81,7 @@ def test_calls_without_a_timeout_run_in_the_callers_thread():
 
 
 def test_timed_calls_reuse_long_lived_daemon_workers_instead_of_a_thread_per_call():
-    from primer.agents.production import _WORKERS
+    from primer.agents.timeouts import _WORKERS
 
     call_with_timeout(lambda: None, 1.0)
     started = _WORKERS.started

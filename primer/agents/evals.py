@@ -34,8 +34,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .agent_loop import AgentConfig, AgentResult, StopCause, format_trace_table, run_agent
+from .agent_loop import run_agent
+from .config import AgentConfig
 from .llm import LLM
+from .result import AgentResult, format_trace_table
+from .state import StopCause
 from .tools import Tool, ToolRegistry
 
 ExpectedPath = Sequence[str] | frozenset[str] | set[str]
