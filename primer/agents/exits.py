@@ -246,13 +246,15 @@ def check_repeats(state: RunState) -> Stop | None:
 @stops(StopCause.AWAITING_APPROVAL)
 def check_approval(state: RunState) -> Stop | None:
     """Pause with awaiting_approval when a requested tool is marked needs_approval."""
-    waiting = [b for b in state.last_reply.tool_uses
-               if (t := state.registry.get(b.get("name"))) is not None and t.needs_approval]
-    if waiting:
-        names = ", ".join(sorted({str(b.get("name")) for b in waiting}))
+    names: set[str] = set()
+    for b in state.last_reply.tool_uses:
+        t = state.registry.get(b.get("name"))
+        if t is not None and t.needs_approval:
+            names.add(t.name)
+    if names:
         return Stop(StopCause.AWAITING_APPROVAL,
-                    f"call {state.model_calls} asks for {names}, which needs a person's "
-                    f"approval")
+                    f"call {state.model_calls} asks for {', '.join(sorted(names))}, which "
+                    f"needs a person's approval")
     return None
 
 
@@ -266,12 +268,15 @@ def check_budgets_after_tools(state: RunState) -> Stop | None:
     A sub-agent's usage joins the run's totals when its result is recorded, so a child can
     spend the parent's budget; this check stops the parent before its next call.
     """
-    spent = [e.name for e in state.steps[-1].executions if e.usage is not None]
-    if not spent:
+    executions = state.steps[-1].executions
+    for e in executions:  # (a loop: cheaper than all() over a generator, every step)
+        if e.usage is not None:
+            break
+    else:
         return None
     stop = check_budgets(state)
     if stop is not None:
-        names = ", ".join(sorted(set(spent)))
+        names = ", ".join(sorted({e.name for e in executions if e.usage is not None}))
         n = state.model_calls
         stop.detail = stop.detail.replace(f"call {n} took", f"the tools of call {n} ({names}) "
                                                             f"took", 1)

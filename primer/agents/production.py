@@ -39,6 +39,7 @@ are the course's (SYLLABUS, "Production tools").
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -104,6 +105,13 @@ class ToolRunner:
         t = self.registry.get(block.get("name"))
         if t is None:
             return self.registry.run(block)
+        if t.timeout_s is None and self.timeout_s is None:  # an untimed first attempt, lean
+            _caught.error = None
+            execution = self.registry.run(block, invoke=_invoke_untimed)
+            error, _caught.error = _caught.error, None
+            if error is None:
+                return execution  # the common case: one attempt, no transient error
+            return self._attempts(block, t, [], (execution, error))
         return self._attempts(block, t, [], None)
 
     def resume_timed_out(self, hung: HungCall) -> ToolExecution:
@@ -140,6 +148,8 @@ class ToolRunner:
                 def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str,
                            caught: list[TransientToolError] = caught) -> Any:
                     try:
+                        if timeout is None:
+                            return tool.invoke(args, tool_use_id)
                         return call_with_timeout(lambda: tool.invoke(args, tool_use_id),
                                                  timeout, block=block, attempts=log)
                     except TransientToolError as e:
@@ -184,6 +194,24 @@ class ToolRunner:
         return execution
 
 
+class _Caught(threading.local):
+    """The transient error this thread's last untimed attempt raised (read, then cleared)."""
+
+    error: TransientToolError | None = None
+
+
+_caught = _Caught()
+
+
+def _invoke_untimed(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
+    """``tool.invoke``, noting a transient error for :class:`ToolRunner` (no closure per call)."""
+    try:
+        return tool.invoke(args, tool_use_id)
+    except TransientToolError as e:
+        _caught.error = e
+        raise
+
+
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
     done = ("its process was stopped, possibly part-way" if error.stopped
             else "the call was abandoned, not stopped, so it may still complete")
@@ -210,7 +238,8 @@ def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
 
 def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: RetryPolicy,
                             sleep: Callable[[float], None], key: str,
-                            failed: list[dict[str, Any]]) -> Reply:
+                            failed: list[dict[str, Any]],
+                            first: TransientModelError | None = None) -> Reply:
     """``call()``, retried up to ``retries`` times on a transient model error.
 
     A transient error is a :class:`~primer.agents.llm.TransientModelError` (rate limit,
@@ -218,27 +247,33 @@ def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: 
     is the same, so no tool that already ran runs again. Each failed attempt is appended to
     ``failed`` as ``{"attempt", "error", "retry_after_s", "delay_s", "usage"}`` (``usage``
     when the provider reported the failed call's tokens, else ``None``), so the caller can
-    count what failed attempts cost. ``key`` seeds the jitter.
+    count what failed attempts cost. ``key`` seeds the jitter. ``first``, when given, is the
+    error of a first attempt the caller already made (so the common case, an attempt that
+    succeeds, pays nothing for the retry machinery).
 
     Raises :class:`ModelRetriesExhausted` when every attempt failed transiently; any other
     exception from ``call`` propagates at once (it is not transient).
     """
     rng: random.Random | None = None
+    error = first
     while True:
-        raise_if_abandoned()
-        try:
-            return call()
-        except TransientModelError as e:
-            usage = e.usage if isinstance(e.usage, Usage) else None
-            record = {"attempt": len(failed) + 1, "error": f"{type(e).__name__}: {e}",
-                      "retry_after_s": e.retry_after_s, "delay_s": None,
-                      "usage": usage.to_dict() if usage else None}
-            failed.append(record)
-            if len(failed) > retries:
-                raise ModelRetriesExhausted(failed) from e
-            rng = rng or policy.rng(key)
-            record["delay_s"] = policy.delay_s(len(failed), rng, e.retry_after_s)
-            sleep(record["delay_s"])
+        if error is None:
+            raise_if_abandoned()
+            try:
+                return call()
+            except TransientModelError as e:
+                error = e
+        usage = error.usage if isinstance(error.usage, Usage) else None
+        record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
+                  "retry_after_s": error.retry_after_s, "delay_s": None,
+                  "usage": usage.to_dict() if usage else None}
+        failed.append(record)
+        if len(failed) > retries:
+            raise ModelRetriesExhausted(failed) from error
+        rng = rng or policy.rng(key)
+        record["delay_s"] = policy.delay_s(len(failed), rng, error.retry_after_s)
+        sleep(record["delay_s"])
+        error = None
 
 
 def failed_usage(failed: list[dict[str, Any]]) -> Usage:

@@ -14,7 +14,6 @@ has); a recorder records, it never runs a step of the loop.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import pydantic
 from .config import AgentConfig
 from .cost import cost_usd
 from .hooks import Hooks
+from .jsontext import compact_sorted
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import Block, Message
 from .production import ToolRunner
@@ -149,7 +149,6 @@ def _canonical_value(value: Any) -> Any:
     return value
 
 
-_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _PLAIN = (str, int, bool, type(None))
 
 
@@ -159,7 +158,7 @@ def canonical_call(block: Block) -> str:
     try:
         if not (isinstance(args, dict) and all(type(v) in _PLAIN for v in args.values())):
             args = _canonical_value(args)  # only floats and containers need the walk
-        text = _SORTED.encode(args)
+        text = compact_sorted(args)
     except (TypeError, ValueError):
         text = repr(block.get("input"))
     return f"{block.get('name')}:{text}"

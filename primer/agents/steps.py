@@ -16,12 +16,12 @@ from typing import Any
 
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
-from .llm import Reply, ScriptExhausted, Usage
+from .llm import Reply, ScriptExhausted, TransientModelError, Usage
 from .messages import Block, assistant_message, text_block, tool_use_block, user_message
 from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
 from .result import AgentResult, summarize
 from .state import RunState, Step, Stop, StopCause
-from .timeouts import inline_calls
+from .timeouts import inline_calls, raise_if_abandoned, watched
 from .tools import ToolExecution, execute_tools, safe_str
 
 # ---------------------------------------------------------------- the model call
@@ -38,14 +38,19 @@ def call_model(state: RunState) -> Stop | None:
     c, llm, n = state.config, state.llm, state.model_calls + 1
     assert llm is not None, "call_model needs state.llm"
     prompt_estimate = state.prompt_estimate
-    start = time.perf_counter()
     failed: list[dict[str, Any]] = []  # transient failures of this call, retried
+    raise_if_abandoned()
+    start = time.perf_counter()
     try:
-        reply = call_model_with_retries(
-            lambda: llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                        max_tokens=c.max_tokens),
-            retries=c.model_retries, policy=c.retry, sleep=c.sleep, key=f"model-call-{n}",
-            failed=failed)
+        try:  # the first attempt; a transient error goes on to the retries
+            raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                      max_tokens=c.max_tokens)
+        except TransientModelError as e:
+            raw = call_model_with_retries(
+                lambda: llm(system=state.system, messages=state.messages,
+                            tools=state.tool_defs, max_tokens=c.max_tokens),
+                retries=c.model_retries, policy=c.retry, sleep=c.sleep,
+                key=f"model-call-{n}", failed=failed, first=e)
     except ScriptExhausted:
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
@@ -55,24 +60,51 @@ def call_model(state: RunState) -> Stop | None:
         return Stop(StopCause.MODEL_ERROR, f"model call {n} failed: {what}")
     latency = time.perf_counter() - start
     _count_failed_attempts(state, failed)
-    problem = reply_problem(reply)
-    if problem:
+    reply = accept_reply(raw, n, state.tool_use_ids)
+    if isinstance(reply, str):
         return Stop(StopCause.MODEL_ERROR,
-                    f"model call {n} returned {problem}; nothing in it was acted on")
-    usage = reply.usage if isinstance(reply.usage, Usage) else Usage.from_dict(reply.usage)
-    content = reply.content if isinstance(reply.content, list | str) else [reply.content]
-    reply = Reply(normalize_content(content, n, state.tool_use_ids), reply.stop_reason, usage,
-                  reply.model)
-    state.add_usage(usage)
-    state.steps.append(Step(n, reply, usage, state.usage, state.cost_usd, prompt_estimate,
-                            latency, model_retries=failed))
+                    f"model call {n} returned {reply}; nothing in it was acted on")
+    record_reply(state, reply, prompt_estimate, latency, failed)
+    return None
+
+
+def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
+    """A model's return value as a :class:`Reply` safe to act on, or why it cannot be one.
+
+    Its content goes through :func:`normalize_content` (ids made unique among ``taken``, the
+    run's ids so far), its usage becomes a :class:`Usage`; a value :func:`reply_problem`
+    refuses comes back as that problem (a string). ``reply.tool_uses`` is filled in.
+    """
+    if not (type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage):
+        problem = reply_problem(raw)  # the uncommon shapes: check, then convert
+        if problem:
+            return problem
+        raw = Reply(raw.content if isinstance(raw.content, (list, str)) else [raw.content],
+                    raw.stop_reason, raw.usage if isinstance(raw.usage, Usage)
+                    else Usage.from_dict(raw.usage), raw.model)
+    blocks = normalize_content(raw.content, call_no, taken)
+    reply = Reply(blocks, raw.stop_reason, raw.usage, raw.model)
+    reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
+    return reply
+
+
+def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
+                 failed: list[dict[str, Any]]) -> None:
+    """Add an accepted reply to the run: its usage (tokens; USD at the run's prices), its
+    :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
+    ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
+    the call's wall seconds, ``failed`` its retried attempts."""
+    n = state.model_calls + 1
+    state.add_usage(reply.usage)
+    state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
+                            prompt_estimate, latency_s, model_retries=failed))
     state.append(assistant_message(reply.content))
     if state.on_event is not None:  # building the event costs a dict per step: skip unread
         state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
-                   reply=reply.to_dict(), latency_s=latency)
-    for hook, error in after_reply_hooks(state.hooks, reply):
-        state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
-    return None
+                   reply=reply.to_dict(), latency_s=latency_s)
+    if state.hooks:
+        for hook, error in after_reply_hooks(state.hooks, reply):
+            state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
 
 
 def reply_problem(reply: Any) -> str | None:
@@ -84,7 +116,7 @@ def reply_problem(reply: Any) -> str | None:
     """
     if not isinstance(reply, Reply):
         return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
-    if not isinstance(reply.content, list | str | dict):
+    if not isinstance(reply.content, (list, str, dict)):
         return f"content of type {type(reply.content).__name__}, not a list of blocks"
     if isinstance(reply.usage, dict):
         try:
@@ -110,8 +142,6 @@ def normalize_content(content: Any, call_no: int,
     if isinstance(content, str):
         return [text_block(content)] if content else []
     taken = taken if taken is not None else set()
-    present = {b.get("id") for b in content if isinstance(b, dict)
-               and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
     out: list[Block] = []
     for k, block in enumerate(content, start=1):
         if not isinstance(block, dict):
@@ -120,6 +150,8 @@ def normalize_content(content: Any, call_no: int,
         if block.get("type") == "tool_use":
             call_id = block.get("id")
             if not isinstance(call_id, str) or not call_id or call_id in taken:
+                present = {b.get("id") for b in content if isinstance(b, dict)
+                           and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
                 call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
                 while call_id in taken or call_id in present:
                     call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
@@ -157,13 +189,13 @@ def after_tools(state: RunState, calls: list[Block],
         return None
     step = state.steps[-1]
     if not step.executions and not settled:  # the common case: every call runs now
-        executions = new = run_calls(state, calls, section=(calls, {}))
+        executions = new = run_calls(state, calls, reply_calls=calls)
     else:
         earlier = {e.tool_use_id: e for e in step.executions}
         known = {**(settled or {}), **earlier}
         todo = [b for b in calls if b["id"] not in known]
-        known.update((e.tool_use_id, e) for e in run_calls(state, todo,
-                                                           section=(calls, settled or {})))
+        known.update((e.tool_use_id, e) for e in run_calls(state, todo, reply_calls=calls,
+                                                           settled=settled))
         executions = [known[b["id"]] for b in calls]
         new = [e for e in executions if e.tool_use_id not in earlier]
     step.executions = executions
@@ -174,20 +206,22 @@ def after_tools(state: RunState, calls: list[Block],
     return first_stop(AFTER_TOOLS, state)
 
 
-def run_calls(state: RunState, calls: list[Block], *, section: Any = None,
+def run_calls(state: RunState, calls: list[Block], *, reply_calls: list[Block] | None = None,
+              settled: dict[str, ToolExecution] | None = None,
               record_all: bool = False) -> list[ToolExecution]:
     """Run ``calls`` through :func:`run_call`; results in request order.
 
     Several calls run concurrently on a pool sized to them (under ``max_parallel_tools``).
-    A single call runs in this thread; given a ``section`` (what to carry the run on with if
-    the call hangs, see :func:`primer.agents.agent_loop.carry_on`) and on a watched loop
-    thread, a timed call runs inline too. ``record_all`` records every call's result in the
-    journal, not only the side-effecting ones' (a pause does, so a resume never re-runs).
+    A single call runs in this thread; given ``reply_calls`` (all the reply's calls, with
+    those already ``settled``: what to carry the run on with if the call hangs, see
+    :func:`primer.agents.agent_loop.carry_on`) and on a watched loop thread, a timed call
+    runs inline too. ``record_all`` records every call's result in the journal, not only the
+    side-effecting ones' (a pause does, so a resume never re-runs them).
     """
     if len(calls) == 1:
-        if section is None:
+        if reply_calls is None or not watched():
             return [run_call(state, calls[0], record_all)]
-        with inline_calls(section):
+        with inline_calls((reply_calls, settled or {})):
             return [run_call(state, calls[0], record_all)]
     return execute_tools(state.registry, calls, max_workers=state.config.max_parallel_tools,
                          run=lambda b: run_call(state, b, record_all))
@@ -199,6 +233,9 @@ def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecuti
     With a recorder, a side-effecting call is recorded as started (with its idempotency key)
     before it runs and done after; ``record`` records the result of any call.
     """
+    assert state.runner is not None
+    if not state.hooks and state.recorder is None:
+        return state.runner(block)  # nothing to wrap the call in
     call = block
     if state.hooks:
         call, refused = before_tool_hooks(state.hooks, block, state.registry)
@@ -208,7 +245,6 @@ def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecuti
     side_effect = tool is not None and tool.side_effecting and state.recorder is not None
     if side_effect:
         state.recorder.call_started(state, call)  # type: ignore[union-attr]
-    assert state.runner is not None
     return finish_call(state, call, state.runner(call), record or side_effect)
 
 

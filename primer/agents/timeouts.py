@@ -124,7 +124,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
     """
     if timeout_s is None:
         return fn()
-    watch = getattr(_local, "watch", None)
+    watch = _local.watch
     if (watch is not None and watch.section is not None and watch.armed is None
             and block is not None):
         return _run_inline(watch, fn, _Armed(time.monotonic() + timeout_s, block,
@@ -189,7 +189,14 @@ class _Watch:
         self.taken = False
 
 
-_local = threading.local()
+class _Local(threading.local):
+    """This thread's watch, if it is a watched loop thread (a class default: reading it
+    when unset costs no exception)."""
+
+    watch: _Watch | None = None
+
+
+_local = _Local()
 
 
 def _run_inline(watch: _Watch, fn: Callable[[], Any], armed: _Armed) -> Any:
@@ -213,7 +220,7 @@ class inline_calls:  # noqa: N801 - used as a statement: ``with inline_calls(sec
     __slots__ = ("watch", "section")
 
     def __init__(self, section: Any) -> None:
-        self.watch: _Watch | None = getattr(_local, "watch", None)
+        self.watch: _Watch | None = _local.watch
         self.section = section
 
     def __enter__(self) -> None:
@@ -225,10 +232,15 @@ class inline_calls:  # noqa: N801 - used as a statement: ``with inline_calls(sec
             self.watch.section = None
 
 
+def watched() -> bool:
+    """Whether this thread is a watched loop thread (see :func:`run_watched`)."""
+    return _local.watch is not None
+
+
 def raise_if_abandoned() -> None:
     """Raise :class:`Abandoned` in a loop thread whose run was given up (the caller was
     interrupted); a no-op anywhere else. Called before each model call."""
-    watch = getattr(_local, "watch", None)
+    watch = _local.watch
     if watch is not None and watch.taken:
         raise Abandoned
 

@@ -34,8 +34,9 @@ it is kept.
 Secrets never reach the file: :func:`redact` replaces values that look like API keys
 (``sk-ant-...``, ``sk-...``, ``Bearer ...``) and every value stored under a key such as
 ``api_key``, ``authorization``, ``x-api-key`` or ``headers`` with ``"[REDACTED]"``. The
-writer first looks for any trace of a secret in the encoded line (one scan of
-:data:`SECRET_HINT`) and walks the event with :func:`redact` only when it finds one.
+writer encodes each line with orjson, looks for any trace of a secret in it (the words of
+:data:`SECRET_HINTS`, case ignored) and walks the event with :func:`redact` only when it
+finds one.
 
 Reading
 -------
@@ -55,8 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from .config import AgentConfig
 from .cost import cost_usd
+from .jsontext import compact
 from .llm import Reply, Usage
 from .messages import Message, assistant_message, tool_result_block, user_message
 from .result import format_trace_table, step_row
@@ -90,14 +94,39 @@ SECRET_ASSIGNMENT = re.compile(
     r"client[_-]secret|access[_-]token|refresh[_-]token|auth[_-]token)\b\"?\s*(?:[:=]|%3D)"
     r"\s*\"?)([^\"\s,&;}]+)")
 
-#: Every literal that a match of :data:`SECRET_PATTERN`, :data:`SECRET_ASSIGNMENT` or a key of
-#: :data:`SECRET_KEYS` must contain (case ignored): a line without any of them needs no
-#: redaction, so the writer skips the walk of :func:`redact` for it.
-SECRET_HINT = re.compile(r"(?i)sk-|bearer|akia|api[_-]?key|authorization|passw|secret|"
-                         r"(?:access|refresh|auth)[_-]token|headers|cookie")
+#: Every word that a match of :data:`SECRET_PATTERN`, :data:`SECRET_ASSIGNMENT` or a key of
+#: :data:`SECRET_KEYS` must contain, lower-case: a line holding none of them (case ignored)
+#: needs no redaction, so the writer skips the walk of :func:`redact` for it.
+SECRET_HINTS = ("sk-", "bearer", "akia", "api",  # api_key, api-key, apikey, x-api-key
+                "auth",  # authorization, auth_token, proxy_authorization
+                "passw", "secret", "access_token", "access-token", "refresh_token",
+                "refresh-token", "headers", "cookie")
+
+
+_HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS))
+
+
+def may_hold_secret(line: bytes) -> bool:
+    """Whether an encoded ``line`` holds any of :data:`SECRET_HINTS` (case ignored): a cheap
+    superset test of what :func:`redact` would change in it (one scan of the lowered line;
+    a case-insensitive pattern would cost ten times more)."""
+    return _HINTS.search(line.lower()) is not None
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    """One trace line (UTF-8, newline included), written by orjson: compact JSON in well
+    under a microsecond. NaN and infinities, which JSON cannot hold, become ``null``. What
+    orjson refuses (a lone surrogate such as a file name decoded with ``os.fsdecode``, an
+    integer past 64 bits, a key that is not a string) is written by the standard library
+    instead, a lone surrogate as a ``\\udcXX`` escape that JSON reads back unchanged."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return compact(record).encode("utf-8", "backslashreplace") + b"\n"
+
 
 PathLike = str | os.PathLike[str]
-_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_RESERVED = frozenset({"event", "seq", "t"})
 
 
 def redact(value: Any) -> Any:
@@ -147,13 +176,12 @@ class TraceWriter:
         self.fsync = fsync
         self.seq = 0
         self._start = time.monotonic()
-        self._file: IO[str] | None = None
-        self._open("w")
+        self._file: IO[bytes] | None = None
+        self._open("wb")
 
-    def _open(self, mode: str) -> IO[str]:
-        # A lone surrogate (e.g. a file name decoded with os.fsdecode) cannot be UTF-8;
-        # backslashreplace writes it as a \\udcXX escape, which JSON reads back unchanged.
-        f = self.path.open(mode, encoding="utf-8", errors="backslashreplace")
+    def _open(self, mode: str) -> IO[bytes]:
+        # unbuffered: each line goes to the OS in one write, nothing waits in a buffer
+        f = self.path.open(mode, buffering=0)
         self._file = f
         self._closer = weakref.finalize(self, f.close)
         return f
@@ -164,16 +192,20 @@ class TraceWriter:
         if kind == "run_start":
             record.update(format=FORMAT_NAME, version=FORMAT_VERSION,
                           primer_version=_primer_version())
-        record.update({k: v for k, v in data.items() if k not in ("event", "seq", "t")})
+        if _RESERVED.isdisjoint(data):
+            record.update(data)
+        else:
+            record.update({k: v for k, v in data.items() if k not in _RESERVED})
         try:
-            line = _LINE.encode(record)
-            if SECRET_HINT.search(line):
-                line = _LINE.encode(redact(record))
+            line = _line(record)
+            if may_hold_secret(line):
+                line = _line(redact(record))
         except (TypeError, ValueError) as e:
             raise TypeError(f"trace event {kind!r} holds a value JSON cannot encode: {e}") from e
-        f = self._file or self._open("a")
-        f.write(line + "\n")
-        f.flush()
+        f = self._file or self._open("ab")
+        written = f.write(line)
+        while written < len(line):  # a raw write may take less than all (a signal)
+            written += f.write(memoryview(line)[written:])
         if self.fsync:
             os.fsync(f.fileno())
         self.seq += 1
