@@ -153,6 +153,7 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
 
 # ---------------------------------------------------------------- after a reply
 
+_KNOWN_STOP_REASONS = frozenset(STOP_REASONS)
 _CUT_OFF = {"max_tokens": StopCause.MAX_TOKENS, "refusal": StopCause.REFUSAL,
             "model_context_window_exceeded": StopCause.CONTEXT_WINDOW}
 
@@ -172,7 +173,7 @@ def check_stop_reason(state: RunState) -> Stop | None:
     unknown stop reason is a model error. ``pause_turn`` and replies with tool calls continue.
     """
     reply, n = state.last_reply, state.model_calls
-    if reply.stop_reason not in STOP_REASONS:
+    if reply.stop_reason not in _KNOWN_STOP_REASONS:
         return Stop(StopCause.MODEL_ERROR,
                     f"reply {n} has an unknown stop_reason {safe_str(reply.stop_reason)!r}; a "
                     f"model adapter must map it to one of {', '.join(STOP_REASONS)}"

@@ -94,7 +94,7 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
     :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
-    n = state.model_calls + 1
+    n = len(state.steps) + 1
     state.add_usage(reply.usage)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, model_retries=failed))
@@ -200,7 +200,7 @@ def after_tools(state: RunState, calls: list[Block],
         new = [e for e in executions if e.tool_use_id not in earlier]
     step.executions = executions
     account_executions(state, new)
-    state.append(user_message([e.result_block() for e in executions]))
+    state.append(user_message(list(map(ToolExecution.result_block, executions))))
     if state.recorder is not None:
         state.recorder.results_added(state)
     return first_stop(AFTER_TOOLS, state)
