@@ -97,6 +97,14 @@ def key_file_path() -> Path:
     return Path(config_home) / "primer" / "checkpoint.key"
 
 
+def _shown(path: Path) -> str:
+    """``path`` for a message, with the home directory written ``~``."""
+    try:
+        return f"~/{path.relative_to(Path.home())}"
+    except ValueError:
+        return str(path)
+
+
 def checkpoint_key(directory: Path) -> bytes:
     """The key that signs the journals of ``directory`` (bytes).
 
@@ -351,9 +359,9 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
             raise CheckpointError(
                 f"{path}, line {n}: the line does not match its signature: the journal was "
                 f"edited, reordered or cut in the middle, or signed with another key (this "
-                f"machine's is ${KEY_ENV} or the key file {key_file_path()}). A checkpoint is "
-                f"never edited by hand; record decisions with `python -m primer approve`. "
-                f"Nothing was run.")
+                f"machine's is ${KEY_ENV} or the key file {_shown(key_file_path())}). A "
+                f"checkpoint is never edited by hand; record decisions with `python -m primer "
+                f"approve`. Nothing was run.")
         body, previous = verified
         record = json.loads(body)
         _check_record(path, n, record)
