@@ -597,3 +597,32 @@ def test_a_signed_journal_with_a_malformed_step_is_a_checkpoint_error(tmp_path):
     resign(paused.checkpoint, lambda rows: rows[1]["state"].update(steps=[{}]))
     with pytest.raises(CheckpointError, match="does not fit the lines before it|malformed"):
         resume(paused.checkpoint, demo.make_llm(), demo.tools(str(tmp_path)))
+
+
+def test_an_approved_call_that_hangs_on_resume_is_answered_and_the_run_finishes(tmp_path):
+    import threading
+
+    release = threading.Event()
+
+    @tool(side_effecting=True, needs_approval=True, timeout_s=0.05)
+    def pay(to: str, amount: int, idempotency_key: str) -> str:
+        """Pay a supplier.
+
+        Args:
+          to: supplier name.
+          amount: USD.
+        """
+        release.wait(30)
+        return "paid late"
+
+    world = World()
+    tools = [pay, *world.tools[1:]]
+    paused = run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", tools,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    approve(paused.checkpoint, "toolu_pay")
+    result = resume(paused.checkpoint, ScriptedLLM(payer), tools)
+    release.set()
+    assert result.stop_cause is StopCause.END_TURN and "timed out" in result.final_text
+    assert read_checkpoint(paused.checkpoint)["status"] == "finished"
+    assert [c for c in records(paused.checkpoint) if c["type"] == "done"
+            and c["tool_use_id"] == "toolu_pay"]  # its outcome is recorded, never re-run
