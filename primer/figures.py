@@ -1,7 +1,8 @@
 """The course's eight figures, each drawn by one function from primer code.
 
 Nothing here is drawn from numbers typed by hand: the loop diagrams read the loop's own check
-order and stop causes out of :mod:`primer.agents.agent_loop` (:func:`check_order`), the
+order and stop causes from the data the loop runs, :data:`primer.agents.exits.ORDER`
+(:func:`check_order`), the
 round trip and fan-out diagrams come from real scripted runs, and the charts from
 :mod:`primer.agents.cost`, :mod:`primer.agents.parallel` and the budget-burner scenario.
 
@@ -16,7 +17,6 @@ This is the only module of the package that imports matplotlib.
 
 from __future__ import annotations
 
-import ast
 import inspect
 import io
 import textwrap
@@ -28,9 +28,8 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from primer.agents import agent_loop
-from primer.agents.agent_loop import StopCause
 from primer.agents.cost import cumulative_input_tokens, end_to_end_success
+from primer.agents.exits import ORDER
 from primer.agents.parallel import SEED, latency_model, seeded_latencies
 
 #: Settings that make SVG output byte-stable and independent of the machine's fonts.
@@ -42,7 +41,7 @@ SVG_METADATA = {"Date": None, "Creator": "primer.figures"}
 BLUE, ORANGE, GREEN, RED, GREY = "#2b6cb0", "#dd6b20", "#2f855a", "#c53030", "#718096"
 
 
-# ---------------------------------------------------------------- the loop, read from code
+# ---------------------------------------------------------------- the loop, from its own data
 
 @dataclass(frozen=True)
 class Check:
@@ -55,49 +54,18 @@ class Check:
     causes: tuple[str, ...]
 
 
-#: Phases of one turn of the loop, in order: the calls that separate them in ``continue_run``.
-PHASES = ("before the model call", "after the model reply", "after the tools ran")
-_PHASE_BOUNDARIES = {"call_model": 1, "run_tools": 2}
-
-
-def _causes_of(fn: Callable[..., object]) -> tuple[str, ...]:
-    """StopCause values a check can return: ``StopCause.X`` in its source, and the
-    StopCause values of module-level tables it reads (such as the cut-off table)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id == "StopCause"):
-            found.append(StopCause[node.attr].value)
-        elif isinstance(node, ast.Name):
-            table = getattr(agent_loop, node.id, None)
-            if isinstance(table, dict):
-                found += [v.value for v in table.values() if isinstance(v, StopCause)]
-    return tuple(dict.fromkeys(found))
+#: Phases of one turn of the loop, in order (the phases of :data:`primer.agents.exits.ORDER`).
+PHASES = tuple(phase for phase, _ in ORDER)
 
 
 def check_order() -> list[Check]:
-    """The loop's checks in the order ``continue_run`` makes them, read from its source.
-
-    Walks the syntax tree of :func:`primer.agents.agent_loop.continue_run` in source order:
-    every call to a ``check_*`` function is a check (each counted once, where it first
-    appears); the calls to ``call_model`` and ``run_tools`` split them into :data:`PHASES`.
-    """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(agent_loop.continue_run)))
-    calls = sorted((n for n in ast.walk(tree)
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)),
-                   key=lambda n: (n.lineno, n.col_offset))
-    phase, seen, out = 0, set(), []
-    for call in calls:
-        name = call.func.id  # type: ignore[attr-defined]
-        if name in _PHASE_BOUNDARIES:
-            phase = max(phase, _PHASE_BOUNDARIES[name])
-        elif name.startswith("check_") and name not in seen:
-            seen.add(name)
-            fn = getattr(agent_loop, name)
-            doc = (inspect.getdoc(fn) or name).splitlines()[0].replace("``", "")
-            out.append(Check(name, PHASES[phase], doc, _causes_of(fn)))
-    return out
+    """The loop's checks in the order the loop makes them, from
+    :data:`primer.agents.exits.ORDER`: the tuples the loop runs, phase by phase, with the
+    output step where it sits. A check the loop makes in two phases (the step limit) is
+    listed in both. Each check's stop causes are the ones it is marked with."""
+    return [Check(fn.__name__, phase, (inspect.getdoc(fn) or fn.__name__).splitlines()[0]
+                  .replace("``", ""), tuple(c.value for c in fn.causes))
+            for phase, steps in ORDER for fn in steps]
 
 
 def _box(ax, x, y, w, h, text, color, size=9, weight="normal", fill=None):
@@ -215,7 +183,7 @@ def fig_round_trip() -> Figure:
 
 
 def fig_exit_order() -> Figure:
-    """Figure 3: the exits in the order they are checked, read from the loop's own code
+    """Figure 3: the exits in the order they are checked, from the loop's own order data
     (:func:`check_order`): each check function, its stop causes, and what it does."""
     checks = check_order()
     fig = Figure(figsize=(10, 0.75 * len(checks) + 1.0))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from primer.agents.agent_loop import HANDOFF_TOOL_NAME
 from primer.agents.cost import (
     Prices,
     context_budget,
@@ -36,6 +35,7 @@ from primer.agents.cost import (
     run_cost_usd,
     run_usages,
 )
+from primer.agents.exits import HANDOFF_TOOL_NAME
 
 #: End-to-end success a design should reach; below it the review says so.
 TARGET_SUCCESS = 0.9

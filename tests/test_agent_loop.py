@@ -14,8 +14,9 @@ import threading
 import pydantic
 import pytest
 
-import primer.agents.agent_loop as agent_loop
+import primer.agents.exits as exits
 import primer.agents.llm as llm_module
+import primer.agents.state as state_module
 from primer.agents import (
     HANDOFF_TOOL_DEF,
     HANDOFF_TOOL_NAME,
@@ -561,7 +562,7 @@ def counting(monkeypatch, module, name):
 
 
 def test_the_harness_estimates_each_message_once_never_re_scanning_old_ones(monkeypatch):
-    harness = counting(monkeypatch, agent_loop, "estimate_tokens")
+    harness = counting(monkeypatch, state_module, "estimate_tokens")
     model = counting(monkeypatch, llm_module, "estimate_tokens")
     result, _ = run(searching_forever(), max_steps=8, token_budget=None)
     sent = result.messages[:-2]  # the last reply and its not-run results reach no model
@@ -572,7 +573,7 @@ def test_the_harness_estimates_each_message_once_never_re_scanning_old_ones(monk
 
 
 def test_loop_detection_keys_each_requested_call_once(monkeypatch):
-    keyed = counting(monkeypatch, agent_loop, "canonical_call")
+    keyed = counting(monkeypatch, exits, "canonical_call")
     result, _ = run(searching_forever(), max_steps=8, token_budget=None)
     assert len(keyed) == len(result.executions) == 8
 

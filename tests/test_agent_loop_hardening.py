@@ -23,7 +23,7 @@ from primer.agents import (
     tool_reply,
     tool_use_block,
 )
-from primer.agents.agent_loop import canonical_call
+from primer.agents.state import canonical_call
 
 
 def counting_tool(name="refund", **flags):

@@ -1,4 +1,8 @@
-"""Checkpoints: the approval gate, decisions, resume, crash records and bad files."""
+"""Checkpoints: the approval gate, decisions, resume, crash records and bad files.
+
+The journal's own format (signatures, torn lines, appends, the key) is tested in
+``test_journal.py``; this file tests what a run, a person and a resume do with it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from primer.agents import AgentConfig, Reply, ScriptedLLM, StopCause, run_agent, tool
-from primer.agents import checkpoint as ck
 from primer.agents.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
@@ -20,8 +23,8 @@ from primer.agents.checkpoint import (
     read_checkpoint,
     reject,
     resume,
-    write_json_atomic,
 )
+from primer.agents.journal import checkpoint_key, signed_lines
 from primer.agents.messages import text_block, tool_use_block
 from primer.agents.tools import idempotency_key
 
@@ -97,7 +100,7 @@ def test_a_gated_tool_never_runs_when_requested_and_the_run_pauses_with_a_checkp
     assert result.stop_cause is StopCause.AWAITING_APPROVAL
     assert world.calls["pay"] == 0
     assert [b["id"] for b in result.pending] == ["toolu_pay"]
-    assert Path(result.checkpoint) == tmp_path / "run-001.json"
+    assert Path(result.checkpoint) == tmp_path / "run-001.jsonl"
     data = read_checkpoint(result.checkpoint)
     assert data["version"] == FORMAT_VERSION and data["status"] == "awaiting_approval"
     pay = next(c for c in data["calls"] if c["tool_use_id"] == "toolu_pay")
@@ -168,7 +171,7 @@ def test_an_undecided_call_never_runs_and_resume_stays_paused(tmp_path):
     assert "no decision yet for toolu_pay" in result.stop_detail
     assert [b["id"] for b in result.pending] == ["toolu_pay"]
     assert world.calls["pay"] == 0
-    assert json.loads(Path(paused.checkpoint).read_text())["calls"] == json.loads(before)["calls"]
+    assert Path(paused.checkpoint).read_text() == before  # nothing new: nothing appended
 
 
 def test_resuming_a_finished_checkpoint_twice_runs_nothing_twice(tmp_path):
@@ -188,7 +191,7 @@ def test_a_stale_copy_of_an_approved_checkpoint_resends_the_same_key_so_the_worl
     world = World()
     paused = start(world, tmp_path)
     approve(paused.checkpoint, "toolu_pay")
-    stale = tmp_path / "copy.json"
+    stale = tmp_path / "copy.jsonl"
     stale.write_bytes(Path(paused.checkpoint).read_bytes())
     resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
     resume(stale, ScriptedLLM(payer), world.tools)
@@ -196,18 +199,38 @@ def test_a_stale_copy_of_an_approved_checkpoint_resends_the_same_key_so_the_worl
     assert len(world.paid) == 1
 
 
-def rewrite(path: str | Path, edit) -> None:
-    """Change a checkpoint as the library would (digest recomputed): a simulated crash."""
-    data = json.loads(Path(path).read_text())
-    edit(data)
-    data["digest"] = ck._digest(data)
-    write_json_atomic(path, data)
+def records(path: str | Path) -> list[dict]:
+    """The journal's lines as dicts (signatures and all)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def started_not_done(data: dict) -> None:
-    for c in data["calls"]:
-        if c["tool_use_id"] == "toolu_pay":
-            c["state"], c["idempotency_key"] = "started", idempotency_key("toolu_pay")
+def resign(path: str | Path, edit) -> None:
+    """Rewrite a journal with ``edit(records)`` applied and every line signed again with the
+    key: what only a process holding the key can do (a bug, or a newer writer)."""
+    rows = records(path)
+    for r in rows:
+        r.pop("mac")
+    edit(rows)
+    data, _ = signed_lines(rows, checkpoint_key(Path(path).parent), b"primer-checkpoint")
+    Path(path).write_bytes(data)
+
+
+def crash_after(path: str | Path, predicate) -> None:
+    """Cut the journal after the first line ``predicate`` accepts: the process died there."""
+    kept = []
+    for line in Path(path).read_text().splitlines(keepends=True):
+        kept.append(line)
+        if predicate(json.loads(line)):
+            break
+    Path(path).write_text("".join(kept))
+
+
+def run_to_the_end(world, tmp_path):
+    """A paused payment, approved and resumed to its end (the journal of a whole run)."""
+    paused = start(world, tmp_path)
+    approve(paused.checkpoint, "toolu_pay")
+    resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    return Path(paused.checkpoint)
 
 
 def test_a_side_effecting_call_is_recorded_as_started_with_its_key_before_it_runs(tmp_path):
@@ -230,35 +253,31 @@ def test_a_side_effecting_call_is_recorded_as_started_with_its_key_before_it_run
 
 def test_a_call_that_started_but_has_no_result_is_rerun_with_the_same_key(tmp_path):
     world = World()
-    paused = start(world, tmp_path)
-    approve(paused.checkpoint, "toolu_pay")
-    world.paid[idempotency_key("toolu_pay")] = dict(PAY)  # it did pay before the crash
-    rewrite(paused.checkpoint, started_not_done)
-    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
-    assert world.keys == [idempotency_key("toolu_pay")]
+    path = run_to_the_end(world, tmp_path)
+    crash_after(path, lambda r: r["type"] == "started")  # died inside the payment
+    assert read_checkpoint(path)["status"] == "awaiting_approval"
+    result = resume(path, ScriptedLLM(payer), world.tools)
+    assert world.keys == [idempotency_key("toolu_pay")] * 2  # the same key again
     assert len(world.paid) == 1 and result.stop_cause is StopCause.END_TURN
+
+
+def test_a_call_recorded_done_before_a_crash_is_not_run_again(tmp_path):
+    world = World()
+    path = run_to_the_end(world, tmp_path)
+    crash_after(path, lambda r: r["type"] == "done" and r["tool_use_id"] == "toolu_pay")
+    result = resume(path, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 1 and result.final_text == "Done: paid 70 to ACME"
 
 
 def test_a_started_side_effect_without_an_idempotency_key_is_not_rerun_blind(tmp_path):
     world = World()
-
-    def notifier(messages):
-        if isinstance(messages[-1]["content"], str):
-            return Reply([tool_use_block("toolu_n", "notify", {"text": "hi"}),
-                          tool_use_block("toolu_pay", "pay", dict(PAY))], "tool_use")
-        return Reply([text_block(json.dumps(messages[-1]["content"]))], "end_turn")
-
+    script = [Reply([tool_use_block("toolu_n", "notify", {"text": "hi"})], "tool_use"),
+              Reply([text_block("ok")], "end_turn")]
     cfg = AgentConfig(checkpoint_dir=str(tmp_path))
-    paused = run_agent(ScriptedLLM(notifier), "Notify and pay.", world.tools, config=cfg)
+    done = run_agent(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
     assert world.calls["notify"] == 1
-
-    def notify_started(data):
-        n = next(c for c in data["calls"] if c["name"] == "notify")
-        n.update(state="started", result=None, idempotency_key=idempotency_key("toolu_n"))
-
-    rewrite(paused.checkpoint, notify_started)
-    approve(paused.checkpoint, "toolu_pay")
-    result = resume(paused.checkpoint, ScriptedLLM(notifier), world.tools)
+    crash_after(done.checkpoint, lambda r: r["type"] == "started")
+    result = resume(done.checkpoint, ScriptedLLM(script[1:]), world.tools)
     assert world.calls["notify"] == 1
     unknown = next(e for e in result.executions if e.name == "notify")
     assert unknown.error_kind == "unknown_outcome" and "Check the current state" in unknown.content
@@ -270,7 +289,7 @@ def test_every_reply_with_a_side_effect_is_checkpointed_around_the_call(tmp_path
     original = world.tools[2].fn
 
     def spy(**kwargs):
-        data = read_checkpoint(tmp_path / "run-001.json")
+        data = read_checkpoint(tmp_path / "run-001.jsonl")
         states.append([(c["name"], c["state"]) for c in data["calls"]])
         return original(**kwargs)
 
@@ -310,25 +329,43 @@ def test_the_decision_stores_a_hash_of_the_exact_input_the_person_saw(tmp_path):
 # ---------------------------------------------------------------- crash-safe writes
 
 
-def test_a_crash_during_a_write_leaves_the_old_file_whole_and_no_temporary_file(
-        tmp_path, monkeypatch):
-    paused = start(World(), tmp_path)
-    before = Path(paused.checkpoint).read_bytes()
+def test_a_failing_first_write_leaves_no_file_and_no_temporary_file(tmp_path, monkeypatch):
+    from primer.agents import recorder
 
-    def crash(*_):
+    def disk_pulled(*_, **__):
         raise OSError("disk pulled")
 
-    monkeypatch.setattr(ck.os, "replace", crash)
+    monkeypatch.setattr(recorder.os, "link", disk_pulled)
     with pytest.raises(OSError, match="disk pulled"):
-        approve(paused.checkpoint, "toolu_pay")
-    assert Path(paused.checkpoint).read_bytes() == before
-    left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == [".run-001.json.lock", "run-001.json"]
+        start(World(), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".run-001.jsonl.lock"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_killed_during_its_first_write_leaves_nothing_to_block_a_resume(tmp_path):
+    from primer.agents import recorder
+
+    pid = os.fork()
+    if pid == 0:  # the child dies half-way through writing its journal's first lines
+        def write_half(fd, data, durable):
+            os.write(fd, data[: len(data) // 2])
+            os._exit(9)
+
+        recorder.write_all = write_half
+        start(World(), tmp_path)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 9
+    assert not [p for p in tmp_path.iterdir() if not p.name.endswith(".lock")]
+    again = start(World(), tmp_path)  # the next run starts clean, as run-001
+    assert Path(again.checkpoint).name == "run-001.jsonl"
+    assert read_checkpoint(again.checkpoint)["status"] == "awaiting_approval"
 
 
 def test_each_run_gets_its_own_checkpoint_file(tmp_path):
     first, second = start(World(), tmp_path), start(World(), tmp_path)
-    assert [Path(r.checkpoint).name for r in (first, second)] == ["run-001.json", "run-002.json"]
+    assert [Path(r.checkpoint).name for r in (first, second)] == ["run-001.jsonl",
+                                                                    "run-002.jsonl"]
 
 
 # ---------------------------------------------------------------- bad input: nothing runs
@@ -342,11 +379,14 @@ def paused_file(tmp_path):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda t: t[: len(t) // 2], "not valid JSON .*truncated or corrupt"),
-    (lambda t: "\x00garbage" + t, "not valid JSON"),
-    (lambda t: t.replace('"amount": 70', '"amount": 7000'), "edited by hand or damaged"),
-    (lambda t: "[]", "not a primer checkpoint"),
-], ids=["truncated", "corrupt", "hand-edited", "not-a-checkpoint"])
+    (lambda t: t[:200], "first line is incomplete.*truncated or corrupt"),
+    (lambda t: "\x00garbage" + t, "line 1: not valid JSON"),
+    (lambda t: t.replace('"amount": 70', '"amount": 7000'), r"line \d: the line does not "
+                                                          "match its signature"),
+    (lambda t: "[]\n", "not a primer checkpoint"),
+    (lambda t: json.dumps({"format": "primer-checkpoint", "version": 1}, indent=1),
+     "format version 1 .one JSON file."),
+], ids=["truncated", "corrupt", "hand-edited", "not-a-checkpoint", "old-format"])
 def test_a_damaged_checkpoint_is_a_clear_error_and_nothing_runs(tmp_path, damage, message):
     world, path = paused_file(tmp_path)
     path.write_text(damage(path.read_text()))
@@ -355,34 +395,103 @@ def test_a_damaged_checkpoint_is_a_clear_error_and_nothing_runs(tmp_path, damage
     assert world.calls["pay"] == 0
 
 
-def test_swapped_arguments_after_approval_are_refused_even_with_a_fresh_digest(tmp_path):
+@pytest.mark.parametrize("damage", ["reordered", "cut in the middle", "forged", "other key"])
+def test_a_reordered_cut_forged_or_foreign_journal_is_refused_by_line(tmp_path, damage,
+                                                                      monkeypatch):
     world, path = paused_file(tmp_path)
-
-    def swap(data):
-        for m in data["messages"]:
-            for b in m["content"] if isinstance(m["content"], list) else []:
-                if b.get("id") == "toolu_pay":
-                    b["input"]["amount"] = 7000
-        next(c for c in data["calls"] if c["tool_use_id"] == "toolu_pay")["input"]["amount"] = 7000
-
-    rewrite(path, swap)
-    with pytest.raises(CheckpointError, match="not the input the person approved"):
+    lines = path.read_text().splitlines(keepends=True)
+    if damage == "reordered":
+        lines[2], lines[3] = lines[3], lines[2]
+    elif damage == "cut in the middle":
+        del lines[2]
+    elif damage == "forged":  # a whole new journal, signed with a key the forger made up
+        monkeypatch.setenv("PRIMER_CHECKPOINT_KEY", "the forger's key")
+        resign(path, lambda rows: rows[2]["calls"][0].update(needs_approval=False))
+        monkeypatch.delenv("PRIMER_CHECKPOINT_KEY")
+        lines = path.read_text().splitlines(keepends=True)
+    if damage != "other key":
+        path.write_text("".join(lines))
+    else:  # an honest journal, read on a machine with another key
+        monkeypatch.setenv("PRIMER_CHECKPOINT_KEY", "another machine")
+    with pytest.raises(CheckpointError, match=r"line \d: the line does not match its signature.*"
+                                              r"Nothing was run"):
         resume(path, ScriptedLLM(payer), world.tools)
     assert world.calls["pay"] == 0
 
 
+def test_swapped_arguments_after_approval_are_refused_even_when_signed_again(tmp_path):
+    world, path = paused_file(tmp_path)
+
+    def swap(rows):
+        for r in rows:
+            for m in r.get("state", {}).get("messages", []) + r.get("messages", []):
+                for b in m["content"] if isinstance(m["content"], list) else []:
+                    if b.get("id") == "toolu_pay":
+                        b["input"]["amount"] = 7000
+            for s in r.get("state", {}).get("steps", []) + r.get("steps", []):
+                for b in s["reply"]["content"]:
+                    if b.get("id") == "toolu_pay":
+                        b["input"]["amount"] = 7000
+
+    resign(path, swap)
+    with pytest.raises(CheckpointError, match="differs from what the model asked for"):
+        resume(path, ScriptedLLM(payer), world.tools)
+    assert world.calls["pay"] == 0
+
+
+def test_resume_takes_needs_approval_from_the_live_tool_not_from_the_file(tmp_path):
+    world = World()
+    paused = start(world, tmp_path)
+
+    def ungate(rows):  # the file now says pay needs no approval (and has no decision)
+        for r in rows:
+            for c in r.get("calls", []):
+                c["needs_approval"] = False
+
+    resign(paused.checkpoint, ungate)
+    result = resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
+    assert result.stop_cause is StopCause.AWAITING_APPROVAL and world.calls["pay"] == 0
+    assert "no decision yet for toolu_pay" in result.stop_detail
+    approve(paused.checkpoint, "toolu_pay")  # the resume paused it again: a person can decide
+    assert resume(paused.checkpoint, ScriptedLLM(payer), world.tools).final_text == \
+        "Done: paid 70 to ACME"
+
+
+def test_resume_takes_the_idempotency_key_rule_from_the_live_tool(tmp_path):
+    world = World()
+    path = run_to_the_end(world, tmp_path)
+    crash_after(path, lambda r: r["type"] == "started")
+    keyless = World()  # the same pay tool, now without an idempotency_key parameter
+
+    @tool(side_effecting=True, needs_approval=True)
+    def pay(to: str, amount: int) -> str:
+        """Pay a supplier.
+
+        Args:
+          to: supplier name.
+          amount: USD.
+        """
+        keyless.calls["pay"] += 1
+        return "paid"
+
+    result = resume(path, ScriptedLLM(payer), [pay, *keyless.tools[1:]])
+    assert keyless.calls["pay"] == 0  # not re-run blind: the live tool takes no key
+    assert next(e for e in result.executions if e.name == "pay").error_kind == "unknown_outcome"
+
+
 def test_a_checkpoint_from_a_newer_format_version_is_refused_by_name(tmp_path):
     world, path = paused_file(tmp_path)
-    rewrite(path, lambda d: d.update(version=FORMAT_VERSION + 1))
+    resign(path, lambda rows: rows[0].update(version=FORMAT_VERSION + 1))
     with pytest.raises(CheckpointError, match=f"format version {FORMAT_VERSION + 1}.*Upgrade"):
         resume(path, ScriptedLLM(payer), world.tools)
     assert world.calls["pay"] == 0
 
 
-def test_a_schema_violation_names_the_field(tmp_path):
+def test_a_schema_violation_names_the_line_and_the_field(tmp_path):
     world, path = paused_file(tmp_path)
-    rewrite(path, lambda d: d["calls"][1].update(state="half-done"))
-    with pytest.raises(CheckpointError, match="at 'calls/1/state'"):
+    resign(path, lambda rows: rows[2]["calls"][1].update(needs_approval="no"))
+    with pytest.raises(CheckpointError, match="line 3: not a valid 'pause' record: at "
+                                              "'calls/1/needs_approval'"):
         resume(path, ScriptedLLM(payer), world.tools)
 
 
@@ -400,10 +509,10 @@ def test_resuming_without_a_tool_the_run_needs_is_a_clear_error(tmp_path):
 
 def test_listing_shows_each_pending_call_and_marks_bad_files_invalid(tmp_path):
     paused = start(World(), tmp_path)
-    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "broken.jsonl").write_text('{"type": "header", "for\n')
     infos = {i.path.name: i for i in list_checkpoints(tmp_path)}
-    assert infos["broken.json"].status == "invalid"
-    assert "not valid JSON" in infos["broken.json"].error
+    assert infos["broken.jsonl"].status == "invalid"
+    assert "not valid JSON" in infos["broken.jsonl"].error
     text = infos[Path(paused.checkpoint).name].describe()
     assert "awaiting_approval" in text and 'toolu_pay  pay({"amount": 70, "to": "ACME"})' in text
     assert "undecided" in text
@@ -411,7 +520,7 @@ def test_listing_shows_each_pending_call_and_marks_bad_files_invalid(tmp_path):
 
 def test_the_file_lock_is_a_hidden_side_file(tmp_path):
     paused = start(World(), tmp_path)
-    assert os.path.exists(tmp_path / ".run-001.json.lock")
+    assert os.path.exists(tmp_path / ".run-001.jsonl.lock")
     assert [i.path.name for i in list_checkpoints(tmp_path)] == [Path(paused.checkpoint).name]
 
 
@@ -480,17 +589,40 @@ def test_listing_one_checkpoint_file_shows_that_file_and_its_calls(tmp_path):
     assert [c["tool_use_id"] for c in info.calls] == ["toolu_pay"]
 
 
-def test_a_hand_edited_checkpoint_with_a_recomputed_digest_is_a_checkpoint_error(tmp_path):
-    import json
-
-    from primer.agents.checkpoint import CheckpointError, _digest, resume, write_json_atomic
+def test_a_signed_journal_with_a_malformed_step_is_a_checkpoint_error(tmp_path):
     from primer.scenarios import get_demo
 
     demo = get_demo("refund")
     paused = demo.run(checkpoint_dir=str(tmp_path))
-    data = json.loads(open(paused.checkpoint).read())
-    data["steps"] = [{}]
-    data["digest"] = _digest({k: v for k, v in data.items() if k != "digest"})
-    write_json_atomic(paused.checkpoint, data)
-    with pytest.raises(CheckpointError, match="malformed"):
+    resign(paused.checkpoint, lambda rows: rows[1]["state"].update(steps=[{}]))
+    with pytest.raises(CheckpointError, match="does not fit the lines before it|malformed"):
         resume(paused.checkpoint, demo.make_llm(), demo.tools(str(tmp_path)))
+
+
+def test_an_approved_call_that_hangs_on_resume_is_answered_and_the_run_finishes(tmp_path):
+    import threading
+
+    release = threading.Event()
+
+    @tool(side_effecting=True, needs_approval=True, timeout_s=0.05)
+    def pay(to: str, amount: int, idempotency_key: str) -> str:
+        """Pay a supplier.
+
+        Args:
+          to: supplier name.
+          amount: USD.
+        """
+        release.wait(30)
+        return "paid late"
+
+    world = World()
+    tools = [pay, *world.tools[1:]]
+    paused = run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", tools,
+                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    approve(paused.checkpoint, "toolu_pay")
+    result = resume(paused.checkpoint, ScriptedLLM(payer), tools)
+    release.set()
+    assert result.stop_cause is StopCause.END_TURN and "timed out" in result.final_text
+    assert read_checkpoint(paused.checkpoint)["status"] == "finished"
+    assert [c for c in records(paused.checkpoint) if c["type"] == "done"
+            and c["tool_use_id"] == "toolu_pay"]  # its outcome is recorded, never re-run

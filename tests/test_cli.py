@@ -141,7 +141,7 @@ def test_a_paused_demo_with_a_checkpoint_dir_prints_the_approve_and_resume_comma
     monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
     assert main(["demo", "refund", "--checkpoint-dir", "ck"]) == 0
     out = capsys.readouterr().out
-    checkpoint = next((tmp_path / "ck").glob("run-*.json")).relative_to(tmp_path)
+    checkpoint = next((tmp_path / "ck").glob("run-*.jsonl")).relative_to(tmp_path)
     call_id = next(line.split()[5] for line in out.splitlines() if "primer approve" in line)
     assert f"  .venv/bin/python -m primer approve {checkpoint} {call_id} --yes" in out
     # the checkpoint records its scenario, so resume needs no --scenario

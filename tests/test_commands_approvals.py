@@ -20,7 +20,7 @@ def paused(tmp_path, monkeypatch):
 def test_approvals_list_shows_the_pending_call_with_its_arguments(paused, tmp_path, capsys):
     assert main(["approvals", "list", str(tmp_path / "ck")]) == 0
     out = capsys.readouterr().out
-    assert "run-001.json: awaiting_approval" in out
+    assert "run-001.jsonl: awaiting_approval" in out
     assert f"{paused.pending[0]['id']}  issue_refund(" in out and "undecided" in out
 
 
@@ -47,9 +47,10 @@ def test_an_unknown_tool_use_id_exits_1_with_the_known_ids(paused, capsys):
 
 def test_a_corrupt_checkpoint_exits_1_and_runs_nothing(paused, capsys):
     with open(paused.checkpoint, "a") as f:
-        f.write("}")
+        f.write("}\n")  # a whole line that no one signed
     assert main(["resume", paused.checkpoint, "--scenario", "refund"]) == 1
-    assert "not valid JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not match its signature" in err and "Nothing was run" in err
 
 
 def test_an_unknown_scenario_exits_2_with_the_known_names(paused, capsys):

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from primer.__main__ import main
 from primer.agents import run_agent
 from primer.commands.bench import (
     ZeroLatencyLLM,
+    agent_variant,
     bench_config,
     fan_out,
+    hand_written_loop,
     noop,
+    note,
     overhead_us_per_step,
     peak_memory_mib,
     scripted_llm,
+    side_by_side,
 )
 
 
@@ -21,15 +28,32 @@ def test_the_zero_latency_model_runs_exactly_the_steps_asked_for_with_one_call_e
     assert [len(s.executions) for s in result.steps] == [1] * 49 + [0]
 
 
+def test_the_hand_written_loop_builds_the_same_messages_as_run_agent():
+    by_hand = hand_written_loop(ZeroLatencyLLM(20), "b", [noop], 20)
+    result = run_agent(ZeroLatencyLLM(20), "b", [noop], config=bench_config(20))
+    assert by_hand == result.messages  # same work, so the ratio is the harness's own cost
+
+
 def test_the_scripted_model_follows_the_same_script():
     result = run_agent(scripted_llm(30), "b", [noop], config=bench_config(30))
     assert len(result.steps) == 30 and len(result.executions) == 29
 
 
-def test_overhead_is_a_positive_wall_and_cpu_time_per_step_with_or_without_a_timeout():
-    for config in ({}, {"tool_timeout_s": None}):
-        o = overhead_us_per_step(20, repeats=1, **config)
-        assert o.steps == 20 and o.wall_us > 0 and o.cpu_us > 0
+def test_side_by_side_gives_each_variant_a_positive_time_per_step():
+    figures = side_by_side({"default": agent_variant(),
+                            "no timeout": agent_variant(tool_timeout_s=None)}, 20, 2)
+    assert set(figures) == {"default", "no timeout"}
+    assert all(o.steps == 20 and o.wall_us > 0 and o.cpu_us > 0 for o in figures.values())
+    assert overhead_us_per_step(20, repeats=1).wall_us > 0
+
+
+def test_the_trace_and_journal_variants_write_a_file_per_run():
+    with tempfile.TemporaryDirectory() as d:
+        agent_variant(tool_timeout_s=None, trace=d)(10)
+        agent_variant(lambda n: ZeroLatencyLLM(n, tool="note"), (note,), checkpoint_dir=d)(10)
+        assert len(list(Path(d).glob("*/run.jsonl"))) == 1
+        [journal] = Path(d).glob("*/run-001.jsonl")
+        assert journal.read_text().count('"type": "started"') == 9  # one per side effect
 
 
 def test_fan_out_efficiency_is_wall_time_over_the_slowest_call_and_at_least_one():
@@ -41,9 +65,12 @@ def test_peak_memory_of_a_short_run_is_reported_in_mib():
     assert 0 < peak_memory_mib(50) < 50
 
 
-def test_bench_quick_prints_one_line_per_figure(capsys):
+def test_bench_quick_prints_each_ratio_against_its_target(capsys):
     main(["bench", "--quick"])
     out = capsys.readouterr().out
-    assert out.count("      200 steps:") == 2 and out.count("    1,000 steps:") == 2
+    assert out.startswith("machine: ") and "load average" in out.splitlines()[0]
+    for text in ("default config vs the hand-written loop", "tool_timeout_s=None vs the "
+                 "hand-written loop", "growth 40 -> 320 steps", "trace writer"):
+        assert text in out and "(target <=" in out.split(text, 1)[1].splitlines()[0]
     assert out.count("x the slowest call") == 4
     assert "peak memory of a 1,000-step run" in out

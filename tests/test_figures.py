@@ -33,16 +33,30 @@ def test_the_svg_carries_no_date_and_no_matplotlib_version():
     assert "Matplotlib v" not in svg
 
 
-def test_check_order_follows_the_loop_source_from_wall_clock_to_no_progress():
+def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progress():
+    from primer.agents import exits
+
     names = [c.name for c in figures.check_order()]
-    assert names[0] == "check_wall_clock" and names[-1] == "check_no_progress"
+    assert names == [f.__name__ for f in (*exits.BEFORE_CALL, *exits.BEFORE_SEND,
+                                          *exits.AFTER_REPLY, exits.validate_output,
+                                          *exits.AFTER_TOOLS)]
+    assert names[0] == "check_step_limit" and names[-1] == "check_no_progress"
     after_reply = ["check_stop_reason", "check_budgets", "check_handoff", "check_repeats",
                    "check_step_limit", "check_approval"]
-    assert [n for n in names if n in after_reply] == after_reply
+    assert [c.name for c in figures.check_order() if c.phase == figures.PHASES[1]][:6] == \
+        after_reply
     phases = {c.name: c.phase for c in figures.check_order()}
     assert phases["check_context"] == figures.PHASES[0]
     assert phases["check_stop_reason"] == figures.PHASES[1]
     assert phases["check_no_progress"] == figures.PHASES[2]
+
+
+def test_each_check_returns_only_the_causes_it_is_marked_with():
+    from primer.agents import exits
+
+    assert exits.check_approval.causes == (StopCause.AWAITING_APPROVAL,)
+    assert exits.check_wall_clock.causes == (StopCause.WALL_CLOCK,)
+    assert StopCause.INVALID_OUTPUT in exits.validate_output.causes
 
 
 def test_every_stop_cause_is_owned_by_some_check():

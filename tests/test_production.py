@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +33,7 @@ from primer.agents import (
 )
 from primer.agents.llm import PermanentModelError, TransientModelError
 from primer.agents.messages import tool_use_block
-from primer.agents.production import call_with_timeout
+from primer.agents.timeouts import call_with_timeout
 from primer.agents.tools import idempotency_key
 from primer.scenarios.inventory import InventoryAPI, RefundDesk, supplier_eta
 from primer.scenarios.refunds import RefundLedger
@@ -81,7 +82,7 @@ def test_calls_without_a_timeout_run_in_the_callers_thread():
 
 
 def test_timed_calls_reuse_long_lived_daemon_workers_instead_of_a_thread_per_call():
-    from primer.agents.production import _WORKERS
+    from primer.agents.timeouts import _WORKERS
 
     call_with_timeout(lambda: None, 1.0)
     started = _WORKERS.started
@@ -129,6 +130,106 @@ def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exi
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["end_turn", "timeout"]
     assert time.monotonic() - start < 30
+
+
+# ---------------------------------------------------------------- the watched loop thread
+
+
+def test_with_a_timeout_a_single_call_runs_inline_in_the_loops_own_thread():
+    threads = {}
+
+    @tool
+    def where(n: int) -> str:
+        """Note the thread.
+
+        Args:
+            n: a number.
+        """
+        threads["tool"] = threading.current_thread()
+        return "here"
+
+    script = ScriptedLLM([tool_reply(("where", {"n": 1})), "done"])
+
+    def model(**request):
+        threads.setdefault("model", threading.current_thread())
+        return script(**request)
+
+    result = run_agent(model, "go", [where], config=AgentConfig(tool_timeout_s=5.0))
+    assert result.stop_cause is StopCause.END_TURN
+    assert threads["tool"] is threads["model"]  # no hand-off: the call ran in the loop's thread
+    assert threads["tool"] is not threading.current_thread() and threads["tool"].daemon
+
+
+def hanging_lookup(hangs: int):
+    """A read-only tool whose first ``hangs`` calls block until released; and the release."""
+    release, calls = threading.Event(), []
+
+    @tool(timeout_s=0.05)
+    def lookup(sku: str) -> str:
+        """Look a SKU up.
+
+        Args:
+            sku: the SKU.
+        """
+        calls.append(sku)
+        if len(calls) <= hangs:
+            release.wait(30)
+            return "late answer"
+        return "7 in stock"
+
+    return lookup, release, calls
+
+
+def test_a_hung_inline_call_is_answered_by_the_watchdog_and_a_read_only_one_is_retried():
+    lookup, release, calls = hanging_lookup(hangs=1)
+    llm = ScriptedLLM([tool_reply(("lookup", {"sku": "KB-100"})), "done"])
+    result = run_agent(llm, "go", [lookup], config=AgentConfig(tool_retries=1,
+                                                               sleep=lambda s: None))
+    [e] = result.executions
+    assert (e.content, e.attempts) == ("7 in stock", 2)
+    assert [r["kind"] for r in e.attempt_log] == ["timeout", "ok"]
+    messages = list(result.messages)
+    release.set()  # the abandoned thread's call now returns: it must not touch the run
+    time.sleep(0.2)
+    assert result.messages == messages and len(calls) == 2
+
+
+def test_a_hung_side_effect_is_answered_once_with_check_the_state_and_recorded_done(tmp_path):
+    release = threading.Event()
+
+    @tool(side_effecting=True, timeout_s=0.05)
+    def refund(order: str, idempotency_key: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        release.wait(30)
+        return "refunded"
+
+    llm = ScriptedLLM([tool_reply(("refund", {"order": "R-1"})), "done"])
+    result = run_agent(llm, "go", [refund], config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    release.set()
+    [e] = result.executions
+    assert e.error_kind == "timeout" and "Check the current state" in e.content
+    kinds = [json.loads(line)["type"]
+             for line in Path(result.checkpoint).read_text().splitlines()]
+    assert kinds.count("started") == kinds.count("done") == 1
+
+
+def test_after_a_hung_call_the_hooks_see_its_result_once_and_the_run_goes_on():
+    from primer.agents.hooks import CallLog
+
+    lookup, release, _ = hanging_lookup(hangs=1)
+    log = CallLog()
+    llm = ScriptedLLM([tool_reply(("lookup", {"sku": "A"})), tool_reply(("lookup", {"sku": "B"})),
+                       "done"])
+    result = run_agent(llm, "go", [lookup], hooks=log,
+                       config=AgentConfig(tool_retries=0, sleep=lambda s: None))
+    release.set()
+    assert result.stop_cause is StopCause.END_TURN and len(result.steps) == 3
+    assert [(x["input"]["sku"], x["error_kind"]) for x in log.log] == [("A", "timeout"),
+                                                                         ("B", None)]
 
 
 def test_run_in_subprocess_kills_a_call_that_sleeps_forever_and_returns_a_finished_one():

@@ -40,3 +40,20 @@ def test_killing_approve_and_resume_at_200_random_moments_never_pays_twice_or_lo
              + report["phases"]["refund in the ledger, not recorded"])
     assert risky > 0, "no kill landed inside the refund call; widen the window"
     assert done.returncode == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (Linux or macOS)")
+@pytest.mark.timeout(300)
+def test_the_crash_test_catches_a_refund_tool_that_ignores_its_idempotency_key():
+    # The same kills with a tool that makes up a new key per call: a kill between the
+    # ledger write and the recorded result then pays twice on resume, and the test shows it.
+    # Longer waits around the ledger write put more kills in that window.
+    done = subprocess.run([sys.executable, "-m", "primer.scenarios.refund_crash", "--broken",
+                           "--kill-points", "30", "--seed", str(SEED), "--delay-s", "0.05"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=280)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\nbroken variant: {report['double_refunds']} double refunds in "
+          f"{report['kill_points']} kill points; kills landed: {report['phases']}")
+    assert report["double_refunds"] > 0
+    assert report["unreadable"] == 0, report["errors"]
+    assert done.returncode == 1

@@ -20,14 +20,13 @@ from primer.agents import (
     tool,
     tool_reply,
 )
+from primer.agents.replay import ReplayLLM, replay
 from primer.agents.trace import (
     FORMAT_VERSION,
     REDACTED,
-    ReplayLLM,
     TraceError,
     load_trace,
     redact,
-    replay,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -304,4 +303,4 @@ def test_a_run_paused_with_a_checkpoint_traces_what_ran_and_replays_without_dive
     result = replay(trace, demo.make_tools())
     assert result.matches, result.report()
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == [
-        ".run-001.json.lock", "run-001.json"]  # the replay wrote no checkpoint of its own
+        ".run-001.jsonl.lock", "run-001.jsonl"]  # the replay wrote no checkpoint of its own

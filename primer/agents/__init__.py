@@ -7,20 +7,7 @@ Importing this package loads only the loop and its parts; plotting, widgets, the
 they are used.
 """
 
-from .agent_loop import (
-    HANDOFF_TOOL_DEF,
-    HANDOFF_TOOL_NAME,
-    AgentConfig,
-    AgentResult,
-    RunState,
-    Step,
-    Stop,
-    StopCause,
-    continue_run,
-    format_trace_table,
-    handoff_tool,
-    run_agent,
-)
+from .agent_loop import continue_run, run_agent
 from .checkpoint import (
     ApprovalDesk,
     CheckpointError,
@@ -30,9 +17,11 @@ from .checkpoint import (
     reject,
     resume,
 )
+from .config import AgentConfig
 from .cost import Prices, cost_usd
 from .eval_results import pass_at_k, pass_hat_k, wilson_interval
 from .evals import EvalReport, EvalRow, EvalSummary, EvalTask, run_evals, task_from_trace
+from .exits import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, handoff_tool
 from .hooks import Hooks
 from .llm import (
     LLM,
@@ -54,17 +43,13 @@ from .messages import (
     tool_uses_of,
     user_message,
 )
-from .production import (
-    ManualClock,
-    RateLimited,
-    RetryPolicy,
-    ToolRunner,
-    ToolTimeout,
-    TransientToolError,
-    in_subprocess,
-    run_in_subprocess,
-)
+from .production import ToolRunner
+from .replay import Divergence, ReplayLLM, ReplayResult, replay
+from .result import AgentResult, format_trace_table
+from .retry import ManualClock, RateLimited, RetryPolicy, ToolTimeout, TransientToolError
 from .scorers import AnswerContains, CostUnder, ModelGraded, StopCauseIs, ToolsInOrder, Verdict
+from .state import RunState, Step, Stop, StopCause
+from .timeouts import in_subprocess, run_in_subprocess
 from .tools import (
     Tool,
     ToolError,
@@ -75,17 +60,7 @@ from .tools import (
     result_text,
     tool,
 )
-from .trace import (
-    Divergence,
-    ReplayLLM,
-    ReplayResult,
-    Trace,
-    TraceError,
-    TraceWriter,
-    load_trace,
-    redact,
-    replay,
-)
+from .trace import Trace, TraceError, TraceWriter, load_trace, redact
 
 __all__ = [
     "HANDOFF_TOOL_DEF", "HANDOFF_TOOL_NAME", "LLM", "STOP_REASONS", "AgentConfig",

@@ -13,7 +13,7 @@ Three guards, cheapest first:
    kept together, never split. The summariser is injectable: an LLM call
    (:class:`LLMSummarizer`) or the deterministic offline :func:`extractive_summary`.
 3. **Stop** with ``context_window`` before a call past ``context_stop_share`` (default 0.8):
-   the loop's own check (:func:`primer.agents.agent_loop.check_context`).
+   the loop's own check (:func:`primer.agents.exits.check_context`).
 
 Source of the 60% / 80% shares: the course syllabus ("context rot": compress past ~60% of the
 window, stop early past ~80%).
@@ -22,22 +22,18 @@ window, stop early past ~80%).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
+from .config import Summarizer
+from .hooks import Hooks
 from .llm import LLM, Usage, estimate_tokens
 from .messages import Message, blocks_of, text_block, tool_uses_of, user_message
+from .state import RunState
 from .tools import ToolExecution
-
-if TYPE_CHECKING:
-    from .agent_loop import RunState
-    from .hooks import Hooks
 
 #: The text that opens the summary block in the first user message.
 SUMMARY_HEADER = "Summary of earlier turns (older messages were compacted):"
-
-#: A summariser: older messages in, summary text out (optionally with the usage it cost).
-Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
 
 
 # ---------------------------------------------------------------- trimming
@@ -59,10 +55,6 @@ def trim_text(text: str, max_tokens: int) -> str:
 
 def trim_tool_results(max_tokens: int) -> Hooks:
     """An ``after_tool`` hook that trims every tool result to about ``max_tokens`` tokens."""
-    from dataclasses import replace
-
-    from .hooks import Hooks
-
     trim_text("", max_tokens)  # validate now
 
     def after_tool(call: Any, execution: ToolExecution) -> ToolExecution:

@@ -32,9 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .agent_loop import AgentConfig, RunState
+from .config import AgentConfig
 from .llm import STOP_REASONS, Usage, estimate_tokens
 from .messages import Message, text_of, tool_uses_of
+from .state import RunState, Stop, StopCause
+from .steps import not_run
 from .trace import FORMAT_NAME, FORMAT_VERSION, PathLike, Trace, TraceError, load_trace
 
 #: The ``recorded_as`` field of the ``run_start`` event of a trace read from a conversation.
@@ -126,8 +128,6 @@ def check_record(trace: Trace) -> Trace:
     ``is_error``; the ``stop`` cause. Raises :class:`TraceError` naming the event's line
     (``seq`` + 1) and the field.
     """
-    from .agent_loop import StopCause
-
     where = str(trace.path) if trace.path else "trace"
 
     def bad(e: dict[str, Any], what: str) -> TraceError:
@@ -285,8 +285,6 @@ def to_conversation(trace: Trace) -> dict[str, Any]:
     them, so the conversation is the one the run ended with. A run paused for approval, or
     one with no stop line, ends on its unanswered ``tool_use``, as it did.
     """
-    from .agent_loop import Stop, StopCause, _not_run
-
     replies = iter(trace.replies())
     messages: list[dict[str, Any]] = []
     for m in trace.messages():
@@ -300,7 +298,7 @@ def to_conversation(trace: Trace) -> dict[str, Any]:
             is not StopCause.AWAITING_APPROVAL and tool_uses_of(last["content"])):
         why = Stop(StopCause(stop["cause"]), str(stop.get("detail", "")))
         messages.append({"role": "user", "content": [
-            _not_run(b, why).result_block() for b in tool_uses_of(last["content"])]})
+            not_run(b, why).result_block() for b in tool_uses_of(last["content"])]})
     return {"system": trace.system, "tools": trace.tools, "messages": messages}
 
 

@@ -55,10 +55,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .agent_loop import HANDOFF_TOOL_NAME, AgentConfig, StopCause, canonical_call
+from .config import AgentConfig
 from .conversation import RECORDED_AS, check_record, load_run
+from .exits import HANDOFF_TOOL_NAME
 from .llm import Reply
 from .messages import text_of
+from .state import StopCause, canonical_call
 from .tools import Tool, compact_json
 from .trace import PathLike, Trace, TraceStep
 from .what_if import GuardEffect, what_if

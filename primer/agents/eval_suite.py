@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .agent_loop import AgentConfig
+from .config import AgentConfig
 from .evals import EvalTask
 from .llm import LLM
 from .scorers import AnswerContains, CostUnder, ModelGraded, Scorer, StopCauseIs, ToolsInOrder

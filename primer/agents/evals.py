@@ -50,11 +50,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent_loop import AgentConfig, AgentResult, format_trace_table, run_agent
+from .agent_loop import run_agent
+from .config import AgentConfig
 from .eval_pools import Pool, Work, as_pool
 from .eval_results import EvalRow, EvalSummary, percentile
 from .eval_store import ResultsFile
 from .llm import LLM
+from .result import AgentResult, format_trace_table
 from .scorers import (
     AnswerContains,
     ExpectedPath,

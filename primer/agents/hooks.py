@@ -31,14 +31,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .llm import Reply
 from .messages import Block as ContentBlock
 from .tools import ToolExecution, ToolRegistry
-
-if TYPE_CHECKING:
-    from .agent_loop import RunState
 
 
 @dataclass(frozen=True)
@@ -112,28 +109,48 @@ def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
     a hook that turns a call into a call of a tool that needs a person's approval is refused
     the same way (the approval gate has already passed this reply). Never raises.
     """
+    call, refused = before_tool_hooks(hooks, call, registry)
+    if refused is not None:
+        return refused
+    return after_tool_hooks(hooks, call, run(call))
+
+
+def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
+                      registry: ToolRegistry | None = None
+                      ) -> tuple[ContentBlock, ToolExecution | None]:
+    """The first half of :func:`run_hooked`: ``(call as the hooks left it, None)``, or
+    ``(call, error execution)`` when a hook blocked it, failed, or rerouted it to a gated tool.
+    """
     original_id, original_name = call.get("id"), call.get("name")
     for h in hooks:
         try:
             out = h.before_tool(call)
         except Exception as e:  # noqa: BLE001 - a failing hook becomes an error result
-            return _error(call, f"The before_tool hook {h.name} failed ({type(e).__name__}: "
-                                f"{e}); {call.get('name')} did not run.", "hook_error")
+            return call, _error(call, f"The before_tool hook {h.name} failed "
+                                      f"({type(e).__name__}: {e}); {call.get('name')} did not "
+                                      f"run.", "hook_error")
         if isinstance(out, Block):
-            return _error(call, f"Blocked by {h.name}: {out.reason} The call did not run.",
-                          "blocked")
+            return call, _error(call, f"Blocked by {h.name}: {out.reason} The call did not run.",
+                                "blocked")
         if out is not None:
             if not (isinstance(out, dict) and out.get("type") == "tool_use"):
-                return _error(call, f"The before_tool hook {h.name} returned "
-                                    f"{type(out).__name__}, not a tool_use block or Block; "
-                                    f"{call.get('name')} did not run.", "hook_error")
+                return call, _error(call, f"The before_tool hook {h.name} returned "
+                                          f"{type(out).__name__}, not a tool_use block or "
+                                          f"Block; {call.get('name')} did not run.",
+                                    "hook_error")
             call = {**out, "id": original_id}
     target = registry.get(call.get("name")) if registry is not None else None
     if target is not None and target.needs_approval and call.get("name") != original_name:
-        return _error(call, f"A before_tool hook turned a call to {original_name} into a call "
-                            f"to {target.name}, which needs a person's approval; it did not "
-                            f"run.", "hook_error")
-    execution = run(call)
+        return call, _error(call, f"A before_tool hook turned a call to {original_name} into a "
+                                  f"call to {target.name}, which needs a person's approval; it "
+                                  f"did not run.", "hook_error")
+    return call, None
+
+
+def after_tool_hooks(hooks: list[Hooks], call: ContentBlock,
+                     execution: ToolExecution) -> ToolExecution:
+    """The second half of :func:`run_hooked`: the execution after every ``after_tool`` hook
+    (``call`` as :func:`before_tool_hooks` left it); a failing hook withholds the result."""
     for h in hooks:
         try:
             out = h.after_tool(call, execution)
@@ -159,14 +176,16 @@ def with_hooks(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
     return lambda call: run_hooked(hooks, run, call, registry)
 
 
-def run_after_reply(state: RunState, reply: Reply) -> None:
-    """Call every hook's ``after_reply``; a hook that raises is reported, not fatal."""
-    for h in state.hooks:
+def after_reply_hooks(hooks: list[Hooks], reply: Reply) -> list[tuple[str, str]]:
+    """Call every hook's ``after_reply``; returns ``(hook name, error)`` for each that raised
+    (the loop reports them as ``hook_error`` events; a failing hook is never fatal)."""
+    failed = []
+    for h in hooks:
         try:
             h.after_reply(reply)
         except Exception as e:  # noqa: BLE001
-            state.emit("hook_error", step=state.model_calls, hook=h.name, point="after_reply",
-                       error=f"{type(e).__name__}: {e}")
+            failed.append((h.name, f"{type(e).__name__}: {e}"))
+    return failed
 
 
 # ---------------------------------------------------------------- hooks the lessons use

@@ -14,12 +14,12 @@ of replies, or a function of the message list) and reports usage computed by
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .jsontext import compact
 from .messages import Block, Message, blocks_of, text_block, tool_use_block, tool_uses_of
 
 #: Stop reasons a reply may carry (the Anthropic Messages API's set).
@@ -134,8 +134,7 @@ def estimate_tokens(obj: Any) -> int:
     """
     if obj is None:
         return 0
-    text = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False,
-                                                         separators=(",", ":"))
+    text = obj if isinstance(obj, str) else compact(obj)  # (json.dumps, compact, but fast)
     return math.ceil(len(text) / 4)
 
 

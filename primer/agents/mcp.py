@@ -54,7 +54,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from .event_loop_thread import EventLoopThread
-from .production import ToolTimeout
+from .retry import ToolTimeout
 from .tools import Tool, ToolError, ToolOutput, safe_str
 
 if TYPE_CHECKING:

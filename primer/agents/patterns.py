@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent_loop import AgentResult
 from .cost import Prices, cost_usd
 from .llm import LLM, Usage
 from .messages import tool_use_block, user_message
+from .result import AgentResult
 from .tools import Tool, ToolExecution, ToolRegistry
 
 

@@ -5,16 +5,8 @@ rate-limited, or it half-succeeds. This module holds the harness's answer to eac
 
 **Timeouts.** Every call gets a limit in seconds (the run's default, or the tool's own
 ``timeout_s``). A call that passes it becomes an error result ("timed out after N s") and the
-run goes on. The call runs on a worker thread so the harness can stop *waiting* for it; the
-workers are daemon threads, so a tool that never returns can keep neither the run nor the
-interpreter's exit waiting. (``concurrent.futures`` pools are not used for this: since
-Python 3.9 their workers are joined at interpreter exit, so one hung call would hang exit.)
-
-What a thread cannot do: Python has no way to stop another thread. A timed-out call is
-*abandoned*, not stopped; it keeps running in the background and its side effect (a refund,
-an email) may still happen after the harness reported a timeout. To run a tool that may hang
-somewhere it can really be stopped, use :func:`run_in_subprocess` (or wrap its function with
-:func:`in_subprocess`): the call runs in a fresh process that is killed on timeout.
+run goes on. How the harness stops waiting for a call without hanging itself, and what a
+thread cannot do, is in :mod:`primer.agents.timeouts`.
 
 **Retries.** A :class:`TransientToolError` (or :class:`RateLimited`, or a timeout) may pass
 on a later try. Read-only tools are retried up to a configured count, waiting ``base ×
@@ -23,7 +15,8 @@ again at random, never more than ``max_delay_s`` in all (60 s), or the server's
 ``retry_after_s`` if longer; then the harness gives up with an error result that says how
 many attempts failed and why. The random jitter is seeded per call (seed + ``tool_use`` id),
 so runs are reproducible however the threads interleave; ``sleep`` and ``clock`` are
-injectable (:class:`ManualClock`), so tests and lessons wait no real time.
+injectable (:class:`~primer.agents.retry.ManualClock`), so tests and lessons wait no real
+time. The schedule and the error vocabulary are in :mod:`primer.agents.retry`.
 
 **Side-effecting tools** (``Tool.side_effecting``) get an idempotency key derived from the
 ``tool_use`` id (see :func:`primer.agents.tools.idempotency_key`). A timeout is never retried
@@ -45,324 +38,20 @@ are the course's (SYLLABUS, "Production tools").
 
 from __future__ import annotations
 
-import functools
-import multiprocessing
-import os
-import pickle
-import queue
 import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from .._subprocess_child import run_and_send
+from .config import AgentConfig
 from .llm import Reply, TransientModelError, Usage
 from .messages import Block
-from .tools import Tool, ToolError, ToolExecution, ToolRegistry, idempotency_key
-
-if TYPE_CHECKING:
-    from .agent_loop import AgentConfig
-
-
-# ---------------------------------------------------------------- the error vocabulary
-
-class TransientToolError(ToolError):
-    """Raise inside a tool for a failure a later try may not have (a 503, a dropped link).
-
-    ``retry_after_s`` is how long the service asked the caller to wait (seconds), or
-    ``None``. The harness retries read-only tools that raise it; without a retry policy it is
-    an ordinary :class:`~primer.agents.tools.ToolError` and its message goes to the model.
-    """
-
-    kind = "transient"
-
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class RateLimited(TransientToolError):
-    """The service answered HTTP 429 Too Many Requests (optionally with a Retry-After)."""
-
-    kind = "rate_limited"
-
-    def __init__(self, message: str = "429 Too Many Requests",
-                 retry_after_s: float | None = None) -> None:
-        super().__init__(message, retry_after_s)
-
-
-class ToolTimeout(TransientToolError):
-    """A call passed its time limit of ``timeout_s`` seconds.
-
-    ``stopped`` is true when the work itself was stopped (a killed subprocess), false when
-    it was only abandoned (a thread, which Python cannot stop).
-    """
-
-    kind = "timeout"
-
-    def __init__(self, timeout_s: float, *, stopped: bool = False) -> None:
-        how = "its process was stopped" if stopped else "it may still be running"
-        super().__init__(f"timed out after {timeout_s:g} s ({how})")
-        self.timeout_s = timeout_s
-        self.stopped = stopped
-
-
-class ModelRetriesExhausted(RuntimeError):
-    """Every attempt of one model call failed with a transient error; the harness gave up.
-
-    ``attempts`` holds one record per failed attempt (see :func:`call_model_with_retries`).
-    """
-
-    def __init__(self, attempts: list[dict[str, Any]]) -> None:
-        reasons = "; ".join(f"attempt {a['attempt']}: {a['error']}" for a in attempts)
-        super().__init__(f"gave up after {len(attempts)} failed attempts ({reasons})")
-        self.attempts = attempts
-
-
-# ---------------------------------------------------------------- time and backoff
-
-class ManualClock:
-    """A clock that moves only when told: ``clock()`` reads it, ``clock.sleep(s)`` advances it.
-
-    Pass ``clock=c, sleep=c.sleep`` to :class:`~primer.agents.AgentConfig` (or to
-    :class:`ToolRunner`) and backoff waits take no real time, while the wall-clock limit and
-    the attempt records still see them. ``slept`` lists every wait (seconds). Thread-safe.
-    """
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.now = float(start)
-        self.slept: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        """Advance the clock by ``seconds`` (``ValueError`` if negative)."""
-        if seconds < 0:
-            raise ValueError(f"cannot sleep a negative time ({seconds} s)")
-        with self._lock:
-            self.now += seconds
-            self.slept.append(seconds)
-
-    advance = sleep
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to wait before each retry: exponential backoff with seeded jitter.
-
-    Before retry ``k`` (1 for the first retry) the wait is ``min(base_s × factor^(k-1) ×
-    (1 + jitter × u), max_delay_s)`` seconds, with ``u`` uniform in [0, 1) from a generator
-    seeded with ``seed`` and the call's key: the cap applies after the jitter, so the
-    backoff never waits longer than ``max_delay_s``. If the service sent a ``retry_after_s``
-    that is longer, the wait is that instead, even above the cap (the server's word wins).
-    Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer, never more than 60 s. How *many*
-    retries is the caller's setting (``tool_retries``, ``model_retries`` of
-    :class:`~primer.agents.AgentConfig`).
-
-    Raises ``ValueError`` for a negative base or jitter, a factor below 1 or a cap below
-    the base.
-    """
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    jitter: float = 0.1
-    max_delay_s: float = 60.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.base_s < 0:
-            problems.append(f"base_s must be >= 0 seconds (got {self.base_s})")
-        if self.factor < 1:
-            problems.append(f"factor must be >= 1 (got {self.factor})")
-        if self.jitter < 0:
-            problems.append(f"jitter must be a fraction >= 0 (got {self.jitter})")
-        if self.max_delay_s < self.base_s:
-            problems.append(f"max_delay_s ({self.max_delay_s}) must be >= base_s "
-                            f"({self.base_s})")
-        if problems:
-            raise ValueError("RetryPolicy: " + "; ".join(problems))
-
-    def rng(self, key: str) -> random.Random:
-        """The jitter generator for one call: seeded with ``seed`` and the call's ``key``."""
-        return random.Random(f"{self.seed}:{key}")
-
-    def backoff_s(self, retry: int) -> float:
-        """The wait before retry ``retry`` (1-based) without jitter, in seconds (capped)."""
-        if retry < 1:
-            raise ValueError(f"retry numbers start at 1 (got {retry})")
-        return min(self.base_s * self.factor ** (retry - 1), self.max_delay_s)
-
-    def delay_s(self, retry: int, rng: random.Random,
-                retry_after_s: float | None = None) -> float:
-        """The wait before retry ``retry`` (seconds): the backoff with jitter from ``rng``,
-        capped at ``max_delay_s``, or ``retry_after_s`` when the service asked for longer."""
-        delay = min(self.backoff_s(retry) * (1 + self.jitter * rng.random()), self.max_delay_s)
-        return max(delay, retry_after_s) if retry_after_s is not None else delay
-
-    def delays(self, retries: int, key: str = "") -> list[float]:
-        """The first ``retries`` waits (seconds) of a call with ``key``, as its retries see them."""
-        rng = self.rng(key)
-        return [self.delay_s(k, rng) for k in range(1, retries + 1)]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
-
-
-# ---------------------------------------------------------------- timeouts on daemon threads
-
-class _Job:
-    """One timed call. ``done`` is a lock held until the call finishes (a bare lock is the
-    cheapest thing one thread can wait on with a timeout while another releases it)."""
-
-    __slots__ = ("fn", "done", "value", "error")
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.value = self.fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
-            self.error = e
-        finally:
-            self.done.release()
-
-
-class _DaemonWorkers:
-    """Long-lived daemon threads that run timed calls; grows when every worker is busy.
-
-    A worker stuck in a hung call stays busy forever; the next call gets a new worker.
-    Daemon threads do not keep the interpreter from exiting.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self.started = 0
-
-    def submit(self, fn: Callable[[], Any]) -> _Job:
-        job = _Job(fn)
-        with self._lock:
-            if self._idle:
-                self._idle -= 1      # reserve an idle worker for this job
-            else:
-                self.started += 1
-                threading.Thread(target=self._work, name=f"tool-timeout-{self.started}",
-                                 daemon=True).start()
-        self._jobs.put(job)
-        return job
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            job.run()
-            del job
-            with self._lock:
-                self._idle += 1
-
-
-_WORKERS = _DaemonWorkers()
-if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's worker threads
-    os.register_at_fork(after_in_child=_WORKERS.__init__)
-
-
-def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:
-    """``fn()``, but raise :class:`ToolTimeout` if it has not returned after ``timeout_s`` s.
-
-    With ``timeout_s=None`` the call runs in the calling thread (no thread hand-off). Else it
-    runs on a long-lived daemon worker thread; on timeout the worker is abandoned (Python
-    cannot stop a thread), so the call may still finish later, side effects included.
-    Exceptions raised by ``fn`` are re-raised in the caller.
-    """
-    if timeout_s is None:
-        return fn()
-    job = _WORKERS.submit(fn)
-    if not job.done.acquire(timeout=timeout_s):
-        raise ToolTimeout(timeout_s)
-    if job.error is not None:
-        raise job.error
-    return job.value
-
-
-# ---------------------------------------------------------------- tools that may hang
-
-def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
-                      **kwargs: Any) -> Any:
-    """Run ``fn(*args, **kwargs)`` in a fresh process and kill it after ``timeout_s`` seconds.
-
-    Unlike a thread, a process can be stopped: on timeout it is killed and
-    :class:`ToolTimeout` (``stopped=True``) is raised. ``fn``, its arguments and its result
-    must be picklable, and ``fn`` must be importable by name (a module-level function, not a
-    lambda or a function defined in a notebook), because the child starts with the ``spawn``
-    method (a clean interpreter, safe with threads). As with any ``spawn`` child, a script
-    that calls this must keep its top-level work under ``if __name__ == "__main__":`` (the
-    child re-imports the main module; notebooks and ``python -m`` entry points are fine).
-    Starting a process costs a fraction of a second, so use this for tools that may hang,
-    not for every call.
-
-    Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout,
-    :class:`~primer.agents.tools.ToolError` if the process died without answering, and
-    ``TypeError`` if ``fn`` or its arguments cannot be sent to the child.
-    """
-    ctx = multiprocessing.get_context("spawn")
-    receiver, sender = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=run_and_send, args=(sender, fn, args, kwargs),
-                          daemon=True)
-    try:
-        process.start()
-    except (pickle.PicklingError, AttributeError, TypeError) as e:
-        receiver.close()
-        sender.close()
-        raise TypeError(f"run_in_subprocess cannot send {getattr(fn, '__qualname__', fn)!r} "
-                        f"or its arguments to a child process ({e}). Use a function defined "
-                        f"at the top level of an importable module (not a lambda, a nested "
-                        f"function or one defined in a notebook) and picklable "
-                        f"arguments.") from None
-    sender.close()
-    try:
-        if not receiver.poll(timeout_s):
-            process.kill()
-            raise ToolTimeout(timeout_s, stopped=True)
-        try:
-            ok, value = receiver.recv()
-        except EOFError:
-            process.join(5)
-            raise ToolError(f"{getattr(fn, '__name__', 'the tool')} crashed: its process "
-                            f"exited with code {process.exitcode} without a result") from None
-    finally:
-        receiver.close()
-        process.join(5)
-    if not ok:
-        raise value
-    return value
-
-
-def in_subprocess(fn: Callable[..., Any], timeout_s: float) -> Callable[..., Any]:
-    """``fn`` wrapped to run through :func:`run_in_subprocess` with ``timeout_s`` seconds.
-
-    The wrapper keeps ``fn``'s name, docstring and signature, so ``tool(in_subprocess(f,
-    5))`` builds the same ``input_schema`` as ``tool(f)``. Use it on a module-level ``fn``
-    without replacing that name (``fn`` must stay importable for the child process).
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return run_in_subprocess(fn, *args, timeout_s=timeout_s, **kwargs)
-
-    return wrapper
-
+from .retry import ModelRetriesExhausted, RetryPolicy, ToolTimeout, TransientToolError
+from .timeouts import HungCall, call_with_timeout, raise_if_abandoned
+from .tools import Tool, ToolExecution, ToolRegistry, idempotency_key, safe_str
 
 # ---------------------------------------------------------------- the tool runner
 
@@ -416,22 +105,58 @@ class ToolRunner:
         t = self.registry.get(block.get("name"))
         if t is None:
             return self.registry.run(block)
+        if t.timeout_s is None and self.timeout_s is None:  # an untimed first attempt, lean
+            _caught.error = None
+            execution = self.registry.run(block, invoke=_invoke_untimed)
+            error, _caught.error = _caught.error, None
+            if error is None:
+                return execution  # the common case: one attempt, no transient error
+            return self._attempts(block, t, [], (execution, error))
+        return self._attempts(block, t, [], None)
+
+    def resume_timed_out(self, hung: HungCall) -> ToolExecution:
+        """The rest of a call whose attempt passed its limit inline on a watched loop thread.
+
+        That attempt counts as a :class:`ToolTimeout` (it is abandoned, not stopped), and the
+        call goes on exactly as if the attempt had raised it: a read-only tool may be
+        retried, a side-effecting one gets the "check the state" result. Returns the call's
+        final execution.
+        """
+        t = self.registry[hung.block["name"]]  # it ran, so it is registered
+        error = ToolTimeout(hung.timeout_s)
+        timed_out = ToolExecution(str(hung.block.get("id", "")), t.name, hung.block.get("input"),
+                                  safe_str(error), True, "tool_error", hung.timeout_s)
+        return self._attempts(hung.block, t, hung.attempts, (timed_out, error))
+
+    def _attempts(self, block: Block, t: Tool, log: list[dict[str, Any]],
+                  first: tuple[ToolExecution, TransientToolError] | None) -> ToolExecution:
+        """Attempts of one call until one succeeds, fails for good or retries run out.
+
+        ``log`` holds the attempts made so far; ``first``, when given, is the outcome of an
+        attempt made elsewhere (a hung inline attempt) to count before any new one.
+        """
         timeout = self.timeout_for(t)
         call_id = str(block.get("id", ""))
-        log: list[dict[str, Any]] = []
         rng: random.Random | None = None
         while True:
-            caught: list[TransientToolError] = []
+            if first is not None:
+                execution, caught = first[0], [first[1]]
+                first = None
+            else:
+                caught = []
 
-            def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str,
-                       caught: list[TransientToolError] = caught) -> Any:
-                try:
-                    return call_with_timeout(lambda: tool.invoke(args, tool_use_id), timeout)
-                except TransientToolError as e:
-                    caught.append(e)
-                    raise
+                def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str,
+                           caught: list[TransientToolError] = caught) -> Any:
+                    try:
+                        if timeout is None:
+                            return tool.invoke(args, tool_use_id)
+                        return call_with_timeout(lambda: tool.invoke(args, tool_use_id),
+                                                 timeout, block=block, attempts=log)
+                    except TransientToolError as e:
+                        caught.append(e)
+                        raise
 
-            execution = self.registry.run(block, invoke=invoke)
+                execution = self.registry.run(block, invoke=invoke)
             if not caught and not log:
                 return execution  # the common case: one attempt, no transient error
             record: dict[str, Any] = {"attempt": len(log) + 1,
@@ -469,6 +194,24 @@ class ToolRunner:
         return execution
 
 
+class _Caught(threading.local):
+    """The transient error this thread's last untimed attempt raised (read, then cleared)."""
+
+    error: TransientToolError | None = None
+
+
+_caught = _Caught()
+
+
+def _invoke_untimed(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
+    """``tool.invoke``, noting a transient error for :class:`ToolRunner` (no closure per call)."""
+    try:
+        return tool.invoke(args, tool_use_id)
+    except TransientToolError as e:
+        _caught.error = e
+        raise
+
+
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
     done = ("its process was stopped, possibly part-way" if error.stopped
             else "the call was abandoned, not stopped, so it may still complete")
@@ -495,7 +238,8 @@ def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
 
 def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: RetryPolicy,
                             sleep: Callable[[float], None], key: str,
-                            failed: list[dict[str, Any]]) -> Reply:
+                            failed: list[dict[str, Any]],
+                            first: TransientModelError | None = None) -> Reply:
     """``call()``, retried up to ``retries`` times on a transient model error.
 
     A transient error is a :class:`~primer.agents.llm.TransientModelError` (rate limit,
@@ -503,26 +247,33 @@ def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: 
     is the same, so no tool that already ran runs again. Each failed attempt is appended to
     ``failed`` as ``{"attempt", "error", "retry_after_s", "delay_s", "usage"}`` (``usage``
     when the provider reported the failed call's tokens, else ``None``), so the caller can
-    count what failed attempts cost. ``key`` seeds the jitter.
+    count what failed attempts cost. ``key`` seeds the jitter. ``first``, when given, is the
+    error of a first attempt the caller already made (so the common case, an attempt that
+    succeeds, pays nothing for the retry machinery).
 
     Raises :class:`ModelRetriesExhausted` when every attempt failed transiently; any other
     exception from ``call`` propagates at once (it is not transient).
     """
     rng: random.Random | None = None
+    error = first
     while True:
-        try:
-            return call()
-        except TransientModelError as e:
-            usage = e.usage if isinstance(e.usage, Usage) else None
-            record = {"attempt": len(failed) + 1, "error": f"{type(e).__name__}: {e}",
-                      "retry_after_s": e.retry_after_s, "delay_s": None,
-                      "usage": usage.to_dict() if usage else None}
-            failed.append(record)
-            if len(failed) > retries:
-                raise ModelRetriesExhausted(failed) from e
-            rng = rng or policy.rng(key)
-            record["delay_s"] = policy.delay_s(len(failed), rng, e.retry_after_s)
-            sleep(record["delay_s"])
+        if error is None:
+            raise_if_abandoned()
+            try:
+                return call()
+            except TransientModelError as e:
+                error = e
+        usage = error.usage if isinstance(error.usage, Usage) else None
+        record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
+                  "retry_after_s": error.retry_after_s, "delay_s": None,
+                  "usage": usage.to_dict() if usage else None}
+        failed.append(record)
+        if len(failed) > retries:
+            raise ModelRetriesExhausted(failed) from error
+        rng = rng or policy.rng(key)
+        record["delay_s"] = policy.delay_s(len(failed), rng, error.retry_after_s)
+        sleep(record["delay_s"])
+        error = None
 
 
 def failed_usage(failed: list[dict[str, Any]]) -> Usage:

@@ -23,9 +23,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .agent_loop import AgentResult, StopCause
 from .llm import LLM
 from .messages import text_of, user_message
+from .result import AgentResult
+from .state import StopCause
 
 ExpectedPath = Sequence[str] | frozenset[str] | set[str]
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .agent_loop import AgentConfig, AgentResult, StopCause, run_agent
+from .agent_loop import run_agent
+from .config import AgentConfig
 from .llm import LLM
+from .result import AgentResult
+from .state import StopCause
 from .tools import Tool, ToolOutput
 
 TASK_SCHEMA: dict[str, Any] = {
@@ -37,7 +40,7 @@ class SubAgent:
     ``make_llm()`` builds the child's model for each call (a fresh scripted model, or
     ``lambda: claude`` to share one client); ``tools``, ``system`` and ``config`` are the
     child's own. ``summary_chars`` caps the text returned to the parent (characters).
-    ``runs`` keeps every child :class:`~primer.agents.agent_loop.AgentResult` for inspection.
+    ``runs`` keeps every child :class:`~primer.agents.result.AgentResult` for inspection.
     """
 
     def __init__(self, make_llm: Callable[[], LLM], tools: Iterable[Tool] = (), *,

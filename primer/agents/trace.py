@@ -1,4 +1,4 @@
-"""Traces: a run written down as it happens, read back as a table, and replayed offline.
+"""Traces: a run written down as it happens, and read back as a table.
 
 "You cannot debug or evaluate an agent you cannot replay." ``run_agent(..., trace=PATH)``
 writes one JSON object per line (JSON Lines) to ``PATH`` *as the run goes*: each line is
@@ -33,43 +33,38 @@ it is kept.
 
 Secrets never reach the file: :func:`redact` replaces values that look like API keys
 (``sk-ant-...``, ``sk-...``, ``Bearer ...``) and every value stored under a key such as
-``api_key``, ``authorization``, ``x-api-key`` or ``headers`` with ``"[REDACTED]"``.
+``api_key``, ``authorization``, ``x-api-key`` or ``headers`` with ``"[REDACTED]"``. The
+writer encodes each line with orjson, looks for any trace of a secret in it (the words of
+:data:`SECRET_HINTS`, case ignored) and walks the event with :func:`redact` only when it
+finds one.
 
-Reading and replaying
----------------------
+Reading
+-------
 :func:`load_trace` reads and validates a file into a :class:`Trace` (``trace.rows()``,
-``trace.table()``: one row per step). :func:`replay` runs the loop again offline from the
-recorded model replies (:class:`ReplayLLM`) with the recorded config and the tools you give
-it, and reports the first step where the run now differs from the record
-(:class:`Divergence`).
+``trace.table()``: one row per step). :mod:`primer.agents.replay` runs a recorded run again
+offline and reports where it differs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-import tempfile
 import time
-from collections.abc import Iterable
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from .agent_loop import (
-    AgentConfig,
-    AgentResult,
-    EventSink,
-    StopCause,
-    call_cells,
-    format_trace_table,
-    run_agent,
-)
+import orjson
+
+from .config import AgentConfig
 from .cost import cost_usd
+from .jsontext import compact
 from .llm import Reply, Usage
 from .messages import Message, assistant_message, tool_result_block, user_message
-from .tools import Tool, ToolRegistry
+from .result import format_trace_table, step_row
+from .state import EventSink, StopCause
 
 FORMAT_NAME = "primer-trace"
 #: The trace format's version, written in ``run_start``; a reader refuses newer versions.
@@ -99,7 +94,39 @@ SECRET_ASSIGNMENT = re.compile(
     r"client[_-]secret|access[_-]token|refresh[_-]token|auth[_-]token)\b\"?\s*(?:[:=]|%3D)"
     r"\s*\"?)([^\"\s,&;}]+)")
 
+#: Every word that a match of :data:`SECRET_PATTERN`, :data:`SECRET_ASSIGNMENT` or a key of
+#: :data:`SECRET_KEYS` must contain, lower-case: a line holding none of them (case ignored)
+#: needs no redaction, so the writer skips the walk of :func:`redact` for it.
+SECRET_HINTS = ("sk-", "bearer", "akia", "api",  # api_key, api-key, apikey, x-api-key
+                "auth",  # authorization, auth_token, proxy_authorization
+                "passw", "secret", "access_token", "access-token", "refresh_token",
+                "refresh-token", "headers", "cookie")
+
+
+_HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS))
+
+
+def may_hold_secret(line: bytes) -> bool:
+    """Whether an encoded ``line`` holds any of :data:`SECRET_HINTS` (case ignored): a cheap
+    superset test of what :func:`redact` would change in it (one scan of the lowered line;
+    a case-insensitive pattern would cost ten times more)."""
+    return _HINTS.search(line.lower()) is not None
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    """One trace line (UTF-8, newline included), written by orjson: compact JSON in well
+    under a microsecond. NaN and infinities, which JSON cannot hold, become ``null``. What
+    orjson refuses (a lone surrogate such as a file name decoded with ``os.fsdecode``, an
+    integer past 64 bits, a key that is not a string) is written by the standard library
+    instead, a lone surrogate as a ``\\udcXX`` escape that JSON reads back unchanged."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return compact(record).encode("utf-8", "backslashreplace") + b"\n"
+
+
 PathLike = str | os.PathLike[str]
+_RESERVED = frozenset({"event", "seq", "t"})
 
 
 def redact(value: Any) -> Any:
@@ -128,12 +155,14 @@ def _is_secret_key(key: Any) -> bool:
 class TraceWriter:
     """An ``on_event`` sink that appends each event to a JSON Lines file and flushes it.
 
-    ``TraceWriter(path)`` creates ``path`` (and its folder), empty. Called as
-    ``writer(kind, data)``, it writes one line ``{"event": kind, "seq", "t", **data}`` with
-    secrets removed by :func:`redact`, then flushes and closes the file, so nothing waits in a
-    buffer if the process dies. ``forward``, if given, receives every event too (unredacted),
-    so a trace and another sink can watch the same run. ``fsync=True`` also asks the OS to
-    put each line on disk (slower; survives a machine crash, not just a process crash).
+    ``TraceWriter(path)`` creates ``path`` (and its folder), empty, and keeps it open.
+    Called as ``writer(kind, data)``, it writes one line ``{"event": kind, "seq", "t",
+    **data}`` with secrets removed by :func:`redact`, and flushes it, so nothing waits in a
+    buffer if the process dies. The file is closed after the ``stop`` event, by
+    :meth:`close`, or when the writer is garbage-collected; an event after that reopens it
+    to append. ``forward``, if given, receives every event too (unredacted), so a trace and
+    another sink can watch the same run. ``fsync=True`` also asks the OS to put each line on
+    disk (slower; survives a machine crash, not just a process crash).
 
     Raises ``OSError`` when the file cannot be created, and ``TypeError`` naming the event
     when an event holds a value JSON cannot encode.
@@ -143,11 +172,19 @@ class TraceWriter:
                  fsync: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("", encoding="utf-8")
         self.forward = forward
         self.fsync = fsync
         self.seq = 0
         self._start = time.monotonic()
+        self._file: IO[bytes] | None = None
+        self._open("wb")
+
+    def _open(self, mode: str) -> IO[bytes]:
+        # unbuffered: each line goes to the OS in one write, nothing waits in a buffer
+        f = self.path.open(mode, buffering=0)
+        self._file = f
+        self._closer = weakref.finalize(self, f.close)
+        return f
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         record: dict[str, Any] = {"event": kind, "seq": self.seq,
@@ -155,21 +192,33 @@ class TraceWriter:
         if kind == "run_start":
             record.update(format=FORMAT_NAME, version=FORMAT_VERSION,
                           primer_version=_primer_version())
-        record.update({k: v for k, v in data.items() if k not in ("event", "seq", "t")})
+        if _RESERVED.isdisjoint(data):
+            record.update(data)
+        else:
+            record.update({k: v for k, v in data.items() if k not in _RESERVED})
         try:
-            line = json.dumps(redact(record), ensure_ascii=False, separators=(",", ":"))
+            line = _line(record)
+            if may_hold_secret(line):
+                line = _line(redact(record))
         except (TypeError, ValueError) as e:
             raise TypeError(f"trace event {kind!r} holds a value JSON cannot encode: {e}") from e
-        # A lone surrogate (e.g. a file name decoded with os.fsdecode) cannot be UTF-8;
-        # backslashreplace writes it as a \\udcXX escape, which JSON reads back unchanged.
-        with self.path.open("a", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(line + "\n")
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
+        f = self._file or self._open("ab")
+        written = f.write(line)
+        while written < len(line):  # a raw write may take less than all (a signal)
+            written += f.write(memoryview(line)[written:])
+        if self.fsync:
+            os.fsync(f.fileno())
         self.seq += 1
+        if kind == "stop":
+            self.close()
         if self.forward is not None:
             self.forward(kind, data)
+
+    def close(self) -> None:
+        """Close the file (the next event, if any, reopens it to append)."""
+        if self._file is not None:
+            self._file = None
+            self._closer()
 
 
 def _primer_version() -> str:
@@ -286,13 +335,12 @@ class Trace:
         return msgs
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per step: the request, the reply, the tool calls and results, the totals.
-
-        ``request`` is the number of messages sent and the prompt's estimated size (tokens);
-        ``in`` / ``out`` are the call's reported prompt and output tokens; ``tokens so far``
-        and ``cost so far USD`` are running totals at the run's prices (including any failed
-        model attempts that were retried, from ``model_retry`` events). A run that paused for
-        approval lists, on its last step, the calls that ran and those awaiting approval.
+        """One dict per step (:func:`~primer.agents.result.step_row`, the same columns as a
+        run's own table), plus ``request``: the number of messages sent and the prompt's
+        estimated size (tokens). ``tokens so far`` and ``cost so far USD`` are running
+        totals at the run's prices (including any failed model attempts that were retried,
+        from ``model_retry`` events). A run that paused for approval lists, on its last
+        step, the calls that ran and those awaiting approval.
         """
         prices = self.config.prices
         retried: dict[int, Usage] = {}  # usage of failed model attempts that were retried
@@ -302,25 +350,17 @@ class Trace:
                     e["usage"])
         total, cost, n_messages = Usage(), 0.0, 1
         rows = []
-        paused_on = len(self.steps()) if self.stop_cause is StopCause.AWAITING_APPROVAL else None
-        for s in self.steps():
+        steps = self.steps()
+        paused_on = len(steps) if self.stop_cause is StopCause.AWAITING_APPROVAL else None
+        for s in steps:
             reply = s.reply
             for usage in (retried.get(s.index, Usage()), reply.usage):
                 total = total + usage
                 cost += cost_usd(usage, prices)
-            unrun = "awaiting approval" if s.index == paused_on else "not run"
-            calls, results = call_cells(reply.tool_uses, s.executions, unrun)
-            if not s.executions:
-                results = reply.text or "-"
-                if unrun == "not run":
-                    asked = ", ".join(str(b.get("name")) for b in reply.tool_uses)
-                    calls = f"not run: {asked}" if asked else "-"
-            rows.append({"step": s.index,
-                         "request": f"{n_messages} msgs, ~{s.call.get('prompt_estimate', 0):,} tok",
-                         "stop_reason": reply.stop_reason, "tool calls": calls,
-                         "results / answer": results, "in": reply.usage.prompt_tokens,
-                         "out": reply.usage.output_tokens, "tokens so far": total.total_tokens,
-                         "cost so far USD": f"{cost:.4f}"})
+            rows.append(step_row(
+                s.index, reply, s.executions, total.total_tokens, cost,
+                unrun="awaiting approval" if s.index == paused_on else "not run",
+                request=f"{n_messages} msgs, ~{s.call.get('prompt_estimate', 0):,} tok"))
             n_messages += 1 + (1 if s.executions else 0)
         return rows
 
@@ -403,161 +443,3 @@ def _check_header(p: Path, first: dict[str, Any]) -> None:
         raise TraceError(f"{p}, line 1: trace format version {version!r} is not supported "
                          f"(this primer reads versions up to {FORMAT_VERSION}); upgrade "
                          f"primer to read it.")
-
-
-# ---------------------------------------------------------------- replay
-
-
-class ReplayExhausted(RuntimeError):
-    """The replayed run asked for a model reply the trace does not hold."""
-
-
-class ReplayLLM:
-    """A model that returns a trace's recorded replies in order, with their recorded usage.
-
-    Raises :class:`ReplayExhausted` when asked for more replies than were recorded; the loop
-    turns that into a ``model_error`` stop and :func:`replay` reports it as a divergence.
-    """
-
-    def __init__(self, replies: Iterable[Reply]) -> None:
-        self.replies = list(replies)
-        self.calls = 0
-        self.exhausted = False
-
-    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int) -> Reply:
-        if self.calls >= len(self.replies):
-            self.exhausted = True
-            raise ReplayExhausted(f"the trace recorded {len(self.replies)} model replies and "
-                                  f"the replay asked for reply {self.calls + 1}")
-        reply = self.replies[self.calls]
-        self.calls += 1
-        return Reply(list(reply.content), reply.stop_reason, reply.usage, reply.model)
-
-
-@dataclass
-class Divergence:
-    """The first point where a replay differs from its trace.
-
-    ``kind`` is one of ``"tool_result"`` (a call's result or error flag changed),
-    ``"missing_tool_call"`` (the record ran a call the replay did not),
-    ``"extra_tool_call"`` (the replay ran a call the record did not),
-    ``"extra_model_call"`` (the replay needed a reply the trace does not hold),
-    ``"stop_cause"``, ``"steps"`` or ``"final_text"``. ``step`` counts model calls from 1.
-    """
-
-    kind: str
-    step: int
-    tool_use_id: str | None = None
-    name: str | None = None
-    recorded: Any = None
-    now: Any = None
-
-    def describe(self) -> str:
-        """One sentence for a person: where and how the runs differ."""
-        call = f" ({self.name}, {self.tool_use_id})" if self.tool_use_id else ""
-        return (f"step {self.step}{call}: {self.kind.replace('_', ' ')} differs; "
-                f"recorded {self.recorded!r}, now {self.now!r}")
-
-
-@dataclass
-class ReplayResult:
-    """What :func:`replay` found: the new run and the first divergence, if any."""
-
-    trace: Trace
-    result: AgentResult
-    divergence: Divergence | None
-
-    @property
-    def matches(self) -> bool:
-        """True when the replay reproduced every tool result, the steps, the stop and answer."""
-        return self.divergence is None
-
-    def report(self) -> str:
-        """A few lines for a terminal or a notebook."""
-        rec = self.trace.stop
-        lines = [f"recorded: {len(self.trace.steps())} steps, stop cause "
-                 f"{rec['cause'] if rec else '(unfinished)'}",
-                 f"replayed: {len(self.result.steps)} steps, stop cause "
-                 f"{self.result.stop_cause.value}"]
-        if self.divergence is None:
-            lines.append("replay matches the trace: same tool results, steps, stop cause and "
-                         "final text")
-        else:
-            lines.append(f"diverged at {self.divergence.describe()}")
-        return "\n".join(lines)
-
-
-def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *,
-           config: AgentConfig | None = None, on_event: EventSink | None = None,
-           trace_out: PathLike | None = None) -> ReplayResult:
-    """Re-run a recorded run offline and report where it differs from the record.
-
-    The model is a :class:`ReplayLLM` over the recorded replies (with their recorded usage,
-    so budgets fire exactly as before); the task, system prompt and config come from the
-    trace (``config`` overrides the config); ``tools`` are the tools as they are *now*. Each
-    step's tool results are compared with the recorded ones in request order; the first
-    mismatch is the :class:`Divergence` (results are compared as the trace would store them,
-    secrets redacted). Then the step count, stop cause and final text are
-    compared. Needing more model replies than recorded is a divergence, not a crash.
-
-    A run that had a ``checkpoint_dir`` replays with a temporary one, removed afterwards (so a
-    pause runs the calls that need no approval, as it did, and the recorded run's checkpoints
-    are never touched). A run stopped by the wall clock will not stop there again (replays
-    are fast), which shows as a ``stop_cause`` divergence. Raises :class:`TraceError` for an
-    unreadable trace.
-    """
-    if not isinstance(trace, Trace):
-        trace = load_trace(trace)
-    llm = ReplayLLM(trace.replies())
-    config = config or trace.config
-    with tempfile.TemporaryDirectory(prefix="primer-replay-") as scratch:
-        if config.checkpoint_dir is not None:  # same pause path, never the recorded run's files
-            config = dataclasses.replace(config, checkpoint_dir=scratch)
-        result = run_agent(llm, trace.task, tools, system=trace.system, config=config,
-                           on_event=on_event, trace=trace_out)
-    result.checkpoint = None  # the scratch checkpoint is gone
-    return ReplayResult(trace, result, _first_divergence(trace, result, llm))
-
-
-def _first_divergence(trace: Trace, result: AgentResult, llm: ReplayLLM) -> Divergence | None:
-    recorded = {s.index: s.executions for s in trace.steps()}
-    now = {s.index: [e for e in s.executions if e.error_kind != "not_run"]
-           for s in result.steps}
-    for step in range(1, max([0, *recorded, *now]) + 1):
-        old, new = recorded.get(step, []), now.get(step, [])
-        for a, b in zip(old, new, strict=False):
-            if (a["tool_use_id"], a["name"]) != (b.tool_use_id, b.name):
-                return Divergence("extra_tool_call", step, b.tool_use_id, b.name,
-                                  f"{a['name']} ({a['tool_use_id']})",
-                                  f"{b.name} ({b.tool_use_id})")
-            if (a["content"], bool(a["is_error"])) != (redact(b.content), b.is_error):
-                return Divergence("tool_result", step, b.tool_use_id, b.name,
-                                  _result_view(a["content"], a["is_error"]),
-                                  _result_view(b.content, b.is_error))
-        if len(old) > len(new):
-            a = old[len(new)]
-            return Divergence("missing_tool_call", step, a["tool_use_id"], a["name"],
-                              "ran", "not run")
-        if len(new) > len(old):
-            b = new[len(old)]
-            return Divergence("extra_tool_call", step, b.tool_use_id, b.name, "not run", "ran")
-    n_old = len(trace.steps())
-    if llm.exhausted:
-        return Divergence("extra_model_call", n_old + 1, recorded=f"{n_old} model replies",
-                          now=f"asked for reply {n_old + 1}")
-    stop = trace.stop_cause
-    if stop is not None and stop is not result.stop_cause:
-        return Divergence("stop_cause", len(result.steps), recorded=stop.value,
-                          now=result.stop_cause.value)
-    if n_old != len(result.steps):
-        return Divergence("steps", min(n_old, len(result.steps)), recorded=n_old,
-                          now=len(result.steps))
-    if trace.final_text != redact(result.final_text):
-        return Divergence("final_text", len(result.steps), recorded=trace.final_text,
-                          now=result.final_text)
-    return None
-
-
-def _result_view(content: str, is_error: bool) -> str:
-    return ("error: " if is_error else "") + content

@@ -15,10 +15,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .agent_loop import HANDOFF_TOOL_NAME, AgentResult, StopCause, canonical_call
 from .cost import cost_usd
+from .exits import HANDOFF_TOOL_NAME
+from .replay import replay
+from .result import AgentResult
+from .state import StopCause, canonical_call
 from .tools import Tool, ToolError
-from .trace import Trace, replay
+from .trace import Trace
 
 
 @dataclass(frozen=True)

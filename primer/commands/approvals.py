@@ -45,14 +45,14 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="approvals_command", metavar="ACTION")
     ls = sub.add_parser("list", help="list the checkpoints in a directory (or one file)")
     ls.add_argument("directory", metavar="DIR",
-                    help="the run's checkpoint_dir, or one checkpoint file (run-NNN.json)")
+                    help="the run's checkpoint_dir, or one checkpoint file (run-NNN.jsonl)")
     ls.set_defaults(func=run_list)
     p.set_defaults(func=lambda args: _usage(p))
 
     a = subparsers.add_parser("approve", help="approve or reject one paused tool call",
                               description="Record a person's decision for one tool call of a "
                                           "paused run. Nothing runs until `resume`.")
-    a.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.json)")
+    a.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.jsonl)")
     a.add_argument("tool_use_id", metavar="TOOL_USE_ID", help="the call to decide on")
     yes_no = a.add_mutually_exclusive_group(required=True)
     yes_no.add_argument("--yes", dest="approved", action="store_true", help="approve the call")
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
                               description="Continue a paused run: approved calls run with the "
                                           "approved arguments, rejected ones are reported to "
                                           "the model, undecided ones never run.")
-    r.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.json)")
+    r.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.jsonl)")
     r.add_argument("--scenario", metavar="NAME",
                    help="the demo whose scripted model and tools the run uses, e.g. refund "
                         "(default: the demo recorded in the checkpoint)")

@@ -1,34 +1,37 @@
 """``python -m primer bench``: what the harness itself costs, measured on this machine.
 
-Three measurements, one printed line each as it finishes:
+Every figure that has a target is a ratio of runs measured side by side: the variants run
+in alternating rounds in one process, and each figure is the median over the rounds, so a
+busy machine slows every variant alike. The load average is printed first.
 
-1. **Overhead per step** (µs/step, median of repeated runs) of :func:`run_agent` driven by a
-   zero-latency model (:class:`ZeroLatencyLLM`: a prebuilt reply, fixed usage, no token
-   estimate) asking for one trivial tool call per step, at 200 and at 1,000 steps, with loop
-   detection off and no budget or step limit in the way. Target: at most 100 µs/step, and
-   flat: the 1,000-step figure at most 1.2× the 200-step one (the harness keeps its token
-   estimate, usage totals and repeat counts incrementally). The same runs with the real
-   :class:`~primer.agents.ScriptedLLM` show that its incremental token estimate is flat too.
-2. **Fan-out efficiency**: wall time of one turn of N concurrent calls to ordinary
+1. **Overhead per step** (µs/step) of :func:`run_agent` driven by a zero-latency model
+   (:class:`ZeroLatencyLLM`: prebuilt replies, fixed usage) asking for one trivial tool call
+   per step, against :func:`hand_written_loop`, the loop lesson 03 would write in 30 lines
+   (call the model with the whole history, run each requested tool, append the results,
+   stop when no tool is asked for) driven by the same model. Targets: at most
+   :data:`DEFAULT_RATIO_TARGET` times the hand-written loop with the default config (a 30 s
+   tool timeout, so every call is watched), at most :data:`NO_TIMEOUT_RATIO_TARGET` times
+   with ``tool_timeout_s=None``; and flat, the 1,000-step figure at most
+   :data:`FLATNESS_TARGET` times the 200-step one (the harness keeps its token estimate,
+   usage totals and repeat counts incrementally).
+2. **The trace writer**: the extra µs per step of the same run with ``trace=PATH`` (a JSON
+   Lines event per model call and per tool call, flushed per line). Target: at most
+   :data:`TRACE_TARGET_US`.
+3. **Checkpoint journal**: µs per step of a run whose every step calls a side-effecting tool
+   with ``checkpoint_dir`` set (each step appends and fsyncs its lines), at 40 and at 320
+   steps. Target: the 320-step figure at most :data:`CHECKPOINT_GROWTH_TARGET` times the
+   40-step one (each step appends only what is new). The absolute figure is mostly the
+   disk's fsync time.
+4. **Fan-out efficiency**: wall time of one turn of N concurrent calls to ordinary
    (synchronous, sleeping) tools of 50–300 ms, seeded, divided by the slowest call, for N in
-   1, 2, 4, 8, 16, 32. Target: at most 1.05× at 8 calls. The pool is sized to the calls of
-   the turn under ``AgentConfig.max_parallel_tools`` (set to 32 here, so no call waits for a
-   thread).
-3. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB): the message list, the steps
-   and the trace the run keeps.
+   1, 2, 4, 8, 16, 32. Target: at most :data:`FANOUT_TARGET` at 8 calls.
+5. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
 
-Each overhead figure is given twice: wall-clock µs/step and the process's CPU µs/step. With
-the default config (a 30 s tool timeout) every call is handed to a worker thread and back,
-so the wall figure includes that round trip; a second pair of lines runs with
-``tool_timeout_s=None``, where the call runs in the loop's own thread.
-
-What limits these figures: the overhead includes the tool's argument validation (a compiled
-fastjsonschema check, jsonschema only for rejected input), building the reply and result
-blocks, the characters/4 token estimate of each new message and the garbage collector; it
-excludes any real model time. On a busy machine the wall figures include time spent waiting
-for a CPU (the load average is printed first) and the thread hand-off gets much slower; the
-CPU figures are the steadier measure of the harness's own work. Medians of repeats.
-Fan-out includes thread start-up and the sleep's own overshoot (a few hundred µs per call).
+Figures are wall-clock µs; the overhead lines also give CPU µs (all threads of the process).
+What limits them: the overhead includes the tool's argument validation, building the reply
+and result blocks, the characters/4 token estimate of each new message and the garbage
+collector; it excludes any real model time. Fan-out includes thread start-up and each
+sleep's own overshoot (a few hundred µs per call).
 """
 
 from __future__ import annotations
@@ -36,17 +39,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from primer.agents import (
-    LLM,
     AgentConfig,
     Reply,
     ScriptedLLM,
+    Tool,
     Usage,
     run_agent,
     text_reply,
@@ -57,8 +61,11 @@ from primer.agents.messages import Message, text_block, tool_use_block
 from primer.agents.parallel import seeded_latencies, waiting_tool
 
 #: Targets the benchmark checks (see the module docstring).
-OVERHEAD_TARGET_US = 100.0
+DEFAULT_RATIO_TARGET = 25.0
+NO_TIMEOUT_RATIO_TARGET = 10.0
 FLATNESS_TARGET = 1.2
+TRACE_TARGET_US = 25.0
+CHECKPOINT_GROWTH_TARGET = 1.3
 FANOUT_TARGET = 1.05
 FANOUT_SIZES = (1, 2, 4, 8, 16, 32)
 
@@ -73,15 +80,26 @@ def noop(i: int) -> str:
     return "ok"
 
 
+@tool(side_effecting=True)
+def note(i: int, idempotency_key: str) -> str:
+    """Record step i (a trivial side-effecting tool: the harness journals each call).
+
+    Args:
+        i: the step number
+    """
+    return "noted"
+
+
 class ZeroLatencyLLM:
-    """A model that costs nothing: ``steps − 1`` tool calls to ``noop``, then an answer.
+    """A model that costs nothing: ``steps − 1`` calls to ``tool`` (one a reply), then an answer.
 
     Each reply is built from constants with a fixed :class:`Usage` (no token estimate, no look
     at the message list), so timing a run measures the harness alone.
     """
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, tool: str = "noop") -> None:
         self.steps = steps
+        self.tool = tool
         self.calls = 0
         self._usage = Usage(100, 10)
 
@@ -90,8 +108,37 @@ class ZeroLatencyLLM:
         self.calls += 1
         if self.calls >= self.steps:
             return Reply([text_block("done")], "end_turn", self._usage, "zero")
-        return Reply([tool_use_block(f"toolu_{self.calls}", "noop", {"i": self.calls})],
+        return Reply([tool_use_block(f"toolu_{self.calls}", self.tool, {"i": self.calls})],
                      "tool_use", self._usage, "zero")
+
+
+def hand_written_loop(llm: Callable[..., Reply], task: str, tools: Iterable[Tool],
+                      max_steps: int) -> list[Message]:
+    """The loop by hand, as lesson 03 builds it: no limits but the step count, no checks.
+
+    Calls the model with the whole history, runs each requested tool on its input, appends
+    all results in one user message, and stops when a reply asks for no tool. Returns the
+    message list (the same shape ``run_agent`` builds).
+    """
+    by_name = {t.name: t for t in tools}
+    definitions = [t.definition() for t in by_name.values()]
+    messages: list[Message] = [{"role": "user", "content": task}]
+    for _ in range(max_steps):
+        reply = llm(system="", messages=messages, tools=definitions, max_tokens=1024)
+        messages.append({"role": "assistant", "content": reply.content})
+        calls = [b for b in reply.content if b["type"] == "tool_use"]
+        if not calls:
+            break
+        results = []
+        for call in calls:
+            try:
+                content, is_error = str(by_name[call["name"]].fn(**call["input"])), False
+            except Exception as e:  # noqa: BLE001 - an error goes back to the model
+                content, is_error = f"{type(e).__name__}: {e}", True
+            results.append({"type": "tool_result", "tool_use_id": call["id"],
+                            "content": content, "is_error": is_error})
+        messages.append({"role": "user", "content": results})
+    return messages
 
 
 def scripted_llm(steps: int) -> ScriptedLLM:
@@ -112,7 +159,7 @@ def bench_config(steps: int, **overrides: Any) -> AgentConfig:
 
 @dataclass(frozen=True)
 class Overhead:
-    """Median time per step of repeated runs: ``wall_us`` (wall clock) and ``cpu_us`` (CPU
+    """Median time per step over the rounds: ``wall_us`` (wall clock) and ``cpu_us`` (CPU
     time of this process, all threads), both µs/step."""
 
     steps: int
@@ -120,27 +167,62 @@ class Overhead:
     cpu_us: float
 
 
+#: One measured variant: runs ``steps`` steps once (and checks that it did).
+Variant = Callable[[int], None]
+
+
+def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyLLM,
+                  tools: tuple[Tool, ...] = (noop,), **config: Any) -> Variant:
+    """A variant that runs ``run_agent`` for ``steps`` steps with ``bench_config`` plus
+    ``config``. Raises ``RuntimeError`` if a run does not take exactly ``steps`` steps
+    and end with ``end_turn`` (the figure would then measure something else)."""
+    def run(steps: int) -> None:
+        extra = dict(config)
+        for key in ("trace", "checkpoint_dir"):  # a fresh file per run
+            if key in extra:
+                extra[key] = tempfile.mkdtemp(dir=extra[key])
+        trace = extra.pop("trace", None)
+        if trace is not None:
+            trace = os.path.join(trace, "run.jsonl")
+        result = run_agent(make_llm(steps), "benchmark", list(tools),
+                           config=bench_config(steps, **extra), trace=trace)
+        if len(result.steps) != steps or result.stop_cause.value != "end_turn":
+            raise RuntimeError(f"benchmark run took {len(result.steps)} steps and stopped "
+                               f"with {result.stop_cause.value}, expected {steps} and end_turn")
+    return run
+
+
+def hand_variant(steps: int) -> None:
+    """The :func:`hand_written_loop` for ``steps`` steps with the zero-latency model."""
+    messages = hand_written_loop(ZeroLatencyLLM(steps), "benchmark", [noop], steps)
+    if len(messages) != 2 * steps:
+        raise RuntimeError(f"the hand-written loop built {len(messages)} messages, expected "
+                           f"{2 * steps}")
+
+
+def side_by_side(variants: dict[str, Variant], steps: int, rounds: int) -> dict[str, Overhead]:
+    """Each variant run once per round, in turn, for ``rounds`` rounds of ``steps`` steps;
+    returns each variant's median per-step time over the rounds."""
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, run in variants.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            run(steps)
+            walls[name].append((time.perf_counter() - wall) / steps * 1e6)
+            cpus[name].append((time.process_time() - cpu) / steps * 1e6)
+    return {name: Overhead(steps, statistics.median(walls[name]), statistics.median(cpus[name]))
+            for name in variants}
+
+
 def overhead_us_per_step(steps: int, *, repeats: int = 7,
-                         make_llm: Callable[[int], LLM] = ZeroLatencyLLM,
+                         make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyLLM,
                          **config: Any) -> Overhead:
     """Median wall and CPU time per step (µs) of ``repeats`` runs of ``steps`` steps each.
 
     ``config`` overrides settings of :func:`bench_config` (e.g. ``tool_timeout_s=None``).
-    Raises ``RuntimeError`` if a run does not take exactly ``steps`` steps (the figure would
-    then measure something else).
     """
-    walls, cpus = [], []
-    for _ in range(repeats):
-        llm, cfg = make_llm(steps), bench_config(steps, **config)
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = run_agent(llm, "benchmark", [noop], config=cfg)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-        if len(result.steps) != steps or result.stop_cause.value != "end_turn":
-            raise RuntimeError(f"benchmark run took {len(result.steps)} steps and stopped "
-                               f"with {result.stop_cause.value}, expected {steps} and end_turn")
-    return Overhead(steps, statistics.median(walls) / steps * 1e6,
-                    statistics.median(cpus) / steps * 1e6)
+    return side_by_side({"run": agent_variant(make_llm, **config)}, steps, repeats)["run"]
 
 
 @dataclass(frozen=True)
@@ -189,13 +271,15 @@ def peak_memory_mib(steps: int = 1_000) -> float:
 def register(subparsers: Any) -> None:
     """Add the ``bench`` sub-command to ``subparsers`` (an argparse sub-parsers action)."""
     p = subparsers.add_parser(
-        "bench", help="measure the harness's overhead, fan-out efficiency and memory",
-        description="Measure the loop's own overhead per step, the efficiency of concurrent "
-                    "tool calls and the peak memory of a long run; one line per figure.")
+        "bench", help="measure the harness's overhead, trace, checkpoints, fan-out, memory",
+        description="Measure the loop's own overhead per step against a hand-written loop, "
+                    "the cost of a trace and of a checkpoint journal per step, the efficiency "
+                    "of concurrent tool calls and the peak memory of a long run; each ratio "
+                    "is printed against its target.")
     p.add_argument("--repeats", type=int, default=7,
-                   help="runs per overhead figure; the median is reported (default 7)")
+                   help="rounds per figure; the median is reported (default 7)")
     p.add_argument("--quick", action="store_true",
-                   help="fewer repeats and fan-out sizes up to 8 (a smoke test)")
+                   help="fewer rounds and fan-out sizes up to 8 (a smoke test)")
     p.add_argument("--strict", action="store_true",
                    help="exit with code 1 when a target is missed")
     p.set_defaults(func=run)
@@ -205,28 +289,62 @@ def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def _repeats_for(steps: int, repeats: int) -> int:
-    """Runs for a figure: ``repeats`` at 1,000 steps, proportionally more for shorter runs,
-    so each median is taken over about the same number of steps."""
-    return max(repeats, repeats * 1_000 // steps)
+def _line(text: str, value: float, target: float) -> bool:
+    ok = value <= target
+    print(f"  {text}: {value:.2f}x  (target <= {target:g}x)  {_verdict(ok)}", flush=True)
+    return ok
 
 
-def _overhead_lines(label: str, repeats: int, **config: Any) -> tuple[bool, list[Overhead]]:
-    print(f"  {label}:", flush=True)
-    ok, rows = True, []
-    for steps in (200, 1_000):
-        o = overhead_us_per_step(steps, repeats=_repeats_for(steps, repeats), **config)
-        rows.append(o)
-        good = o.wall_us <= OVERHEAD_TARGET_US
-        ok &= good
-        print(f"    {steps:>5,} steps: {o.wall_us:7.1f} µs/step wall, {o.cpu_us:6.1f} µs/step CPU"
-              f"  (target <= {OVERHEAD_TARGET_US:.0f} wall)  {_verdict(good)}", flush=True)
-    wall_growth = rows[1].wall_us / rows[0].wall_us
-    cpu_growth = rows[1].cpu_us / rows[0].cpu_us
-    flat = wall_growth <= FLATNESS_TARGET
-    print(f"    growth 200 -> 1,000 steps: {wall_growth:.2f}x wall, {cpu_growth:.2f}x CPU  "
-          f"(target <= {FLATNESS_TARGET})  {_verdict(flat)}", flush=True)
-    return ok and flat, rows
+def _overhead(rounds: int) -> bool:
+    variants = {"hand-written loop": hand_variant,
+                "run_agent, default config": agent_variant(),
+                "run_agent, tool_timeout_s=None": agent_variant(tool_timeout_s=None)}
+    print(f"harness overhead (zero-latency model, one tool call a step; median of {rounds} "
+          f"rounds, the variants side by side):", flush=True)
+    by_steps = {n: side_by_side(variants, n, rounds * 1_000 // n) for n in (200, 1_000)}
+    for n, figures in by_steps.items():
+        for name, o in figures.items():
+            print(f"  {n:>5,} steps, {name:31}: {o.wall_us:7.1f} µs/step wall, "
+                  f"{o.cpu_us:7.1f} CPU", flush=True)
+    hand = by_steps[1_000]["hand-written loop"].wall_us
+    ok = _line("default config vs the hand-written loop",
+               by_steps[1_000]["run_agent, default config"].wall_us / hand,
+               DEFAULT_RATIO_TARGET)
+    ok &= _line("tool_timeout_s=None vs the hand-written loop",
+                by_steps[1_000]["run_agent, tool_timeout_s=None"].wall_us / hand,
+                NO_TIMEOUT_RATIO_TARGET)
+    for name in ("run_agent, default config", "run_agent, tool_timeout_s=None"):
+        ok &= _line(f"growth 200 -> 1,000 steps, {name.removeprefix('run_agent, ')}",
+                    by_steps[1_000][name].wall_us / by_steps[200][name].wall_us,
+                    FLATNESS_TARGET)
+    scripted = side_by_side({"scripted": agent_variant(scripted_llm, tool_timeout_s=None)},
+                            200, rounds)["scripted"]
+    print(f"  ScriptedLLM instead (its incremental token estimate included), no tool "
+          f"timeout: {scripted.wall_us:.1f} µs/step at 200 steps", flush=True)
+    return ok
+
+
+def _trace(rounds: int, scratch: str) -> bool:
+    figures = side_by_side({"plain": agent_variant(tool_timeout_s=None),
+                            "traced": agent_variant(tool_timeout_s=None, trace=scratch)},
+                           1_000, rounds)
+    extra = figures["traced"].wall_us - figures["plain"].wall_us
+    ok = extra <= TRACE_TARGET_US
+    print(f"trace writer (1,000 steps, two events a step): {extra:.1f} µs/step on top of "
+          f"{figures['plain'].wall_us:.1f}  (target <= {TRACE_TARGET_US:g})  {_verdict(ok)}",
+          flush=True)
+    return ok
+
+
+def _checkpoints(rounds: int, scratch: str) -> bool:
+    journaled = agent_variant(lambda steps: ZeroLatencyLLM(steps, tool="note"), (note,),
+                              checkpoint_dir=scratch)
+    short = side_by_side({"40": journaled}, 40, rounds)["40"]
+    long = side_by_side({"320": journaled}, 320, rounds)["320"]
+    print(f"checkpoint journal (a side-effecting call every step, fsynced): "
+          f"{short.wall_us:,.0f} µs/step at 40 steps, {long.wall_us:,.0f} at 320", flush=True)
+    return _line("growth 40 -> 320 steps", long.wall_us / short.wall_us,
+                 CHECKPOINT_GROWTH_TARGET)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -235,22 +353,14 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         print("bench: --repeats must be at least 1")
         return 2
-    repeats = 2 if args.quick else args.repeats
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} over the last minute "
-          f"(wall figures include waiting for a CPU; CPU figures do not)", flush=True)
-    print(f"harness overhead (zero-latency model, one tool call a step; median of "
-          f"{_repeats_for(200, repeats)} runs of 200 steps, {repeats} of 1,000):", flush=True)
-    ok, _ = _overhead_lines("default config (30 s tool timeout: each call handed to a worker "
-                            "thread)", repeats)
-    _overhead_lines("no tool timeout (the call runs in the loop's thread)", repeats,
-                    tool_timeout_s=None)
-    scripted = [overhead_us_per_step(n, repeats=_repeats_for(n, repeats),
-                                     make_llm=scripted_llm, tool_timeout_s=None)
-                for n in (200, 1_000)]
-    print(f"  ScriptedLLM instead (its incremental token estimate included), no tool timeout: "
-          f"{scripted[0].cpu_us:.1f} -> {scripted[1].cpu_us:.1f} µs/step CPU, growth "
-          f"{scripted[1].cpu_us / scripted[0].cpu_us:.2f}x", flush=True)
+    rounds = 2 if args.quick else args.repeats
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} (1, 5, 15 min; wall figures include waiting for a CPU)", flush=True)
+    ok = _overhead(rounds)
+    with tempfile.TemporaryDirectory(prefix="primer-bench-") as scratch:
+        ok &= _trace(rounds, scratch)
+        ok &= _checkpoints(rounds, scratch)
 
     print("fan-out (one turn of N synchronous 50-300 ms calls; wall / slowest call):",
           flush=True)

@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 from primer.agents import HANDOFF_TOOL_NAME
-from primer.agents.trace import Trace, TraceError, load_trace, replay
+from primer.agents.replay import replay
+from primer.agents.trace import Trace, TraceError, load_trace
 from primer.scenarios import Scenario, all_demos, get_demo
 
 USAGE_ERROR = 2

@@ -15,6 +15,11 @@ business check (never refund more than was paid) is turned off here, so the only
 that can stop a second payment is the idempotency key: the test checks the key mechanism
 alone.
 
+``--broken`` runs the same trials with a refund tool that ignores the harness's key and
+makes up a new one for each call, as a careless integration would: then a kill between the
+ledger write and the recorded result pays twice on resume, and the figures show it (the
+test suite runs it to prove the crash test can fail).
+
 Run it: ``python -m primer.scenarios.refund_crash --kill-points 200 --seed 8``. POSIX only
 (``os.fork``). Used by ``tests/test_refund_crash.py`` and lesson 08.
 """
@@ -22,6 +27,7 @@ Run it: ``python -m primer.scenarios.refund_crash --kill-points 200 --seed 8``. 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -30,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -90,37 +97,50 @@ def _phase(checkpoint: Path, ledger: RefundLedger, order_id: str) -> str:
     return PHASES[3] if ledger.refunds(order_id) else PHASES[2]
 
 
-def _tools() -> list[Tool]:
-    return refund_tools(check_total=False)
+def _tools(broken: bool = False) -> list[Tool]:
+    tools = refund_tools(check_total=False)
+    if broken:  # a refund tool that throws the harness's key away: retries pay again
+        tools = [_keyless(t) if t.name == "issue_refund" else t for t in tools]
+    return tools
 
 
-def _child(checkpoint: Path, tool_use_id: str) -> None:
+def _keyless(t: Tool) -> Tool:
+    @functools.wraps(t.fn)  # same signature: the harness still passes a key, which is ignored
+    def issue_refund(**kwargs: object) -> object:
+        return t.fn(**{**kwargs, "idempotency_key": f"fresh-{uuid.uuid4().hex}"})
+
+    return Tool(t.name, t.description, t.input_schema, issue_refund,
+                side_effecting=t.side_effecting, needs_approval=t.needs_approval)
+
+
+def _child(checkpoint: Path, tool_use_id: str, broken: bool) -> None:
     """Approve and resume, then exit without running any parent clean-up."""
     code = 0
     try:
         scenario = get_demo("refund")
         approve(checkpoint, tool_use_id, note="crash test")
-        resume(checkpoint, scenario.make_llm(), _tools())
+        resume(checkpoint, scenario.make_llm(), _tools(broken))
     except BaseException:  # noqa: BLE001 - the parent counts the outcome from the ledger
         code = 1
     os._exit(code)
 
 
-def _fork_child(checkpoint: Path, tool_use_id: str) -> int:
+def _fork_child(checkpoint: Path, tool_use_id: str, broken: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _child(checkpoint, tool_use_id)
+        _child(checkpoint, tool_use_id, broken)
     return pid
 
 
 def run_trials(kill_points: int, seed: int, workdir: str | Path,
-               delay_s: float = 0.004) -> CrashReport:
+               delay_s: float = 0.004, broken: bool = False) -> CrashReport:
     """Run ``kill_points`` trials in ``workdir`` (one sub-directory each); returns the figures.
 
     ``seed`` fixes the kill delays. ``delay_s`` (seconds) is the refund tool's wait before and
-    after its ledger write. Raises ``OSError`` where ``os.fork`` is unavailable.
+    after its ledger write. ``broken`` uses a refund tool that ignores its idempotency key
+    (see the module docstring). Raises ``OSError`` where ``os.fork`` is unavailable.
     """
     if not hasattr(os, "fork"):
         raise OSError("the crash test needs os.fork (Linux or macOS)")
@@ -142,10 +162,10 @@ def run_trials(kill_points: int, seed: int, workdir: str | Path,
             trial.mkdir(parents=True)
             os.environ[LEDGER_ENV] = str(trial / "ledger.sqlite")
             ledger = RefundLedger(trial / "ledger.sqlite")
-            checkpoint = trial / "run-001.json"
+            checkpoint = trial / Path(paused.checkpoint or "run-001.jsonl").name
             shutil.copyfile(paused.checkpoint or "", checkpoint)
             start = time.perf_counter()
-            pid = _fork_child(checkpoint, tool_use_id)
+            pid = _fork_child(checkpoint, tool_use_id, broken)
             if len(warmups) < WARMUPS:
                 os.waitpid(pid, 0)
                 warmups.append(time.perf_counter() - start)
@@ -163,7 +183,7 @@ def run_trials(kill_points: int, seed: int, workdir: str | Path,
                 phases[phase] += 1
                 if phase == PHASES[0]:  # the person approves again if the yes was lost
                     approve(checkpoint, tool_use_id, note="final resume")
-                resume(checkpoint, scenario.make_llm(), _tools())
+                resume(checkpoint, scenario.make_llm(), _tools(broken))
             except CheckpointError as e:
                 report.unreadable += 1
                 report.errors.append(str(e))
@@ -186,9 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-points", type=int, default=200)
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--delay-s", type=float, default=0.004)
+    parser.add_argument("--broken", action="store_true",
+                        help="use a refund tool that ignores its idempotency key")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="refund-crash-") as d:
-        report = run_trials(args.kill_points, args.seed, d, args.delay_s)
+        report = run_trials(args.kill_points, args.seed, d, args.delay_s, args.broken)
     print(json.dumps(report.to_dict()))
     return 0 if report.double_refunds == report.lost_approvals == report.unreadable == 0 else 1
 

@@ -1,0 +1,330 @@
+"""The loop's steps: call the model, run a reply's tools, pause for approval, finish.
+
+:func:`continue_run <primer.agents.agent_loop.continue_run>` strings these together with the
+checks of :mod:`primer.agents.exits`. :func:`after_tools` is the one path by which a reply's
+calls run and their results join the messages: the loop takes it after every reply, a
+resumed run takes it for the calls of the reply it paused on
+(:mod:`primer.agents.resume`), and so does the thread that carries a run on after a call
+hung (:func:`primer.agents.agent_loop.carry_on`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
+from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
+from .llm import Reply, ScriptExhausted, TransientModelError, Usage
+from .messages import Block, assistant_message, text_block, tool_use_block, user_message
+from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
+from .result import AgentResult, summarize
+from .state import RunState, Step, Stop, StopCause
+from .timeouts import inline_calls, raise_if_abandoned, watched
+from .tools import ToolExecution, execute_tools, safe_str
+
+# ---------------------------------------------------------------- the model call
+
+
+def call_model(state: RunState) -> Stop | None:
+    """Make one model call (with retries of transient errors); record its reply and step.
+
+    The reply is appended to the messages and its usage to the run's totals, then the
+    ``after_reply`` hooks see it. Returns a ``model_error`` stop when the call failed (the
+    work so far is kept) or returned something the loop cannot act on, else ``None``.
+    :class:`~primer.agents.llm.ScriptExhausted` (a bug in a script) propagates.
+    """
+    c, llm, n = state.config, state.llm, state.model_calls + 1
+    assert llm is not None, "call_model needs state.llm"
+    prompt_estimate = state.prompt_estimate
+    failed: list[dict[str, Any]] = []  # transient failures of this call, retried
+    raise_if_abandoned()
+    start = time.perf_counter()
+    try:
+        try:  # the first attempt; a transient error goes on to the retries
+            raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                      max_tokens=c.max_tokens)
+        except TransientModelError as e:
+            raw = call_model_with_retries(
+                lambda: llm(system=state.system, messages=state.messages,
+                            tools=state.tool_defs, max_tokens=c.max_tokens),
+                retries=c.model_retries, policy=c.retry, sleep=c.sleep,
+                key=f"model-call-{n}", failed=failed, first=e)
+    except ScriptExhausted:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
+        _count_failed_attempts(state, failed)
+        what = (safe_str(e) if isinstance(e, ModelRetriesExhausted)
+                else f"{type(e).__name__}: {safe_str(e)}")
+        return Stop(StopCause.MODEL_ERROR, f"model call {n} failed: {what}")
+    latency = time.perf_counter() - start
+    _count_failed_attempts(state, failed)
+    reply = accept_reply(raw, n, state.tool_use_ids)
+    if isinstance(reply, str):
+        return Stop(StopCause.MODEL_ERROR,
+                    f"model call {n} returned {reply}; nothing in it was acted on")
+    record_reply(state, reply, prompt_estimate, latency, failed)
+    return None
+
+
+def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
+    """A model's return value as a :class:`Reply` safe to act on, or why it cannot be one.
+
+    Its content goes through :func:`normalize_content` (ids made unique among ``taken``, the
+    run's ids so far), its usage becomes a :class:`Usage`; a value :func:`reply_problem`
+    refuses comes back as that problem (a string). ``reply.tool_uses`` is filled in.
+    """
+    if not (type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage):
+        problem = reply_problem(raw)  # the uncommon shapes: check, then convert
+        if problem:
+            return problem
+        raw = Reply(raw.content if isinstance(raw.content, (list, str)) else [raw.content],
+                    raw.stop_reason, raw.usage if isinstance(raw.usage, Usage)
+                    else Usage.from_dict(raw.usage), raw.model)
+    blocks = normalize_content(raw.content, call_no, taken)
+    reply = Reply(blocks, raw.stop_reason, raw.usage, raw.model)
+    reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
+    return reply
+
+
+def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
+                 failed: list[dict[str, Any]]) -> None:
+    """Add an accepted reply to the run: its usage (tokens; USD at the run's prices), its
+    :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
+    ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
+    the call's wall seconds, ``failed`` its retried attempts."""
+    n = len(state.steps) + 1
+    state.add_usage(reply.usage)
+    state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
+                            prompt_estimate, latency_s, model_retries=failed))
+    state.append(assistant_message(reply.content))
+    if state.on_event is not None:  # building the event costs a dict per step: skip unread
+        state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
+                   reply=reply.to_dict(), latency_s=latency_s)
+    if state.hooks:
+        for hook, error in after_reply_hooks(state.hooks, reply):
+            state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
+
+
+def reply_problem(reply: Any) -> str | None:
+    """Why a model's return value cannot be acted on, or ``None`` when it can.
+
+    A reply must be a :class:`Reply` whose ``content`` is a list of blocks, a string or one
+    block (a dict), and whose ``usage`` is a :class:`Usage` or a usage dict: without usage
+    the budgets could not be enforced.
+    """
+    if not isinstance(reply, Reply):
+        return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
+    if not isinstance(reply.content, (list, str, dict)):
+        return f"content of type {type(reply.content).__name__}, not a list of blocks"
+    if isinstance(reply.usage, dict):
+        try:
+            Usage.from_dict(reply.usage)
+        except (TypeError, ValueError):
+            return f"an unreadable usage {safe_str(reply.usage)}"
+    elif not isinstance(reply.usage, Usage):
+        return (f"no usage (got {type(reply.usage).__name__}), so the run's budgets could not "
+                f"be enforced")
+    return None
+
+
+def normalize_content(content: Any, call_no: int,
+                      taken: set[str] | None = None) -> list[Block]:
+    """Make a reply's content safe to act on without changing what the model said.
+
+    A string becomes a text block; a non-dict block becomes a text block describing it; a
+    ``tool_use`` without a string id, or with an id already used in this reply or (when
+    ``taken``, the run's ids so far, is given) earlier in the run, gets a fresh id that
+    collides with none of them, so every call is answered by exactly one ``tool_result`` and
+    gets an idempotency key of its own. ``taken`` is updated with this reply's ids.
+    """
+    if isinstance(content, str):
+        return [text_block(content)] if content else []
+    taken = taken if taken is not None else set()
+    out: list[Block] = []
+    for k, block in enumerate(content, start=1):
+        if not isinstance(block, dict):
+            out.append(text_block(f"(unreadable content block: {safe_str(block)})"))
+            continue
+        if block.get("type") == "tool_use":
+            call_id = block.get("id")
+            if not isinstance(call_id, str) or not call_id or call_id in taken:
+                present = {b.get("id") for b in content if isinstance(b, dict)
+                           and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
+                call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
+                while call_id in taken or call_id in present:
+                    call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
+            taken.add(call_id)
+            block = tool_use_block(call_id, block.get("name"), block.get("input"))
+        out.append(block)
+    return out
+
+
+def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
+    """Add the reported usage of failed model attempts to the run's totals; emit each retry."""
+    if failed:
+        state.add_usage(failed_usage(failed))
+        for record in failed:
+            state.emit("model_retry", step=state.model_calls + 1, **record)
+
+
+# ---------------------------------------------------------------- the tools
+
+
+def after_tools(state: RunState, calls: list[Block],
+                settled: dict[str, ToolExecution] | None = None) -> Stop | None:
+    """Run the last reply's ``calls``, record every result in one user message, check.
+
+    The one after-tools path of the loop, of resume and of a run carried on after a hung
+    call. Calls whose result is already on the step (run at a pause) or in ``settled``
+    (decided without running now: a rejection, an outcome recorded before a crash, a
+    timeout) are not run; the rest run concurrently (:func:`run_calls`). All results go
+    into one user message in request order, the new ones are counted (usage of models
+    inside tools, the no-progress window, ``tool_execution`` events) and recorded, then the
+    :data:`~primer.agents.exits.AFTER_TOOLS` checks run; returns the first that fires. A
+    reply without calls (``pause_turn``) adds nothing.
+    """
+    if not calls:
+        return None
+    step = state.steps[-1]
+    if not step.executions and not settled:  # the common case: every call runs now
+        executions = new = run_calls(state, calls, reply_calls=calls)
+    else:
+        earlier = {e.tool_use_id: e for e in step.executions}
+        known = {**(settled or {}), **earlier}
+        todo = [b for b in calls if b["id"] not in known]
+        known.update((e.tool_use_id, e) for e in run_calls(state, todo, reply_calls=calls,
+                                                           settled=settled))
+        executions = [known[b["id"]] for b in calls]
+        new = [e for e in executions if e.tool_use_id not in earlier]
+    step.executions = executions
+    account_executions(state, new)
+    state.append(user_message(list(map(ToolExecution.result_block, executions))))
+    if state.recorder is not None:
+        state.recorder.results_added(state)
+    return first_stop(AFTER_TOOLS, state)
+
+
+def run_calls(state: RunState, calls: list[Block], *, reply_calls: list[Block] | None = None,
+              settled: dict[str, ToolExecution] | None = None,
+              record_all: bool = False) -> list[ToolExecution]:
+    """Run ``calls`` through :func:`run_call`; results in request order.
+
+    Several calls run concurrently on a pool sized to them (under ``max_parallel_tools``).
+    A single call runs in this thread; given ``reply_calls`` (all the reply's calls, with
+    those already ``settled``: what to carry the run on with if the call hangs, see
+    :func:`primer.agents.agent_loop.carry_on`) and on a watched loop thread, a timed call
+    runs inline too. ``record_all`` records every call's result in the journal, not only the
+    side-effecting ones' (a pause does, so a resume never re-runs them).
+    """
+    if len(calls) == 1:
+        if reply_calls is None or not watched():
+            return [run_call(state, calls[0], record_all)]
+        with inline_calls((reply_calls, settled or {})):
+            return [run_call(state, calls[0], record_all)]
+    return execute_tools(state.registry, calls, max_workers=state.config.max_parallel_tools,
+                         run=lambda b: run_call(state, b, record_all))
+
+
+def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecution:
+    """One call: ``before_tool`` hooks, the runner (timeouts, retries), ``after_tool`` hooks.
+
+    With a recorder, a side-effecting call is recorded as started (with its idempotency key)
+    before it runs and done after; ``record`` records the result of any call.
+    """
+    assert state.runner is not None
+    if not state.hooks and state.recorder is None:
+        return state.runner(block)  # nothing to wrap the call in
+    call = block
+    if state.hooks:
+        call, refused = before_tool_hooks(state.hooks, block, state.registry)
+        if refused is not None:
+            return refused
+    tool = state.registry.get(call.get("name"))
+    side_effect = tool is not None and tool.side_effecting and state.recorder is not None
+    if side_effect:
+        state.recorder.call_started(state, call)  # type: ignore[union-attr]
+    return finish_call(state, call, state.runner(call), record or side_effect)
+
+
+def finish_call(state: RunState, call: Block, execution: ToolExecution,
+                record: bool) -> ToolExecution:
+    """The end of :func:`run_call`: ``after_tool`` hooks, then (``record``) the result made
+    durable. Also how a call answered by the watchdog ends."""
+    if state.hooks:
+        execution = after_tool_hooks(state.hooks, call, execution)
+    if record and state.recorder is not None:
+        state.recorder.call_done(state, execution)
+    return execution
+
+
+def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
+    """Count calls that just ran: usage of models inside them, the error window, and one
+    ``tool_execution`` event each for the trace (exactly once per call that ran)."""
+    index = state.steps[-1].index
+    for e in executions:
+        if e.usage is not None:  # models that ran inside the tool (a sub-agent)
+            state.add_usage(e.usage, e.cost_usd)
+        state.recent_errors.append(e.is_error)
+        if state.on_event is not None:
+            state.emit("tool_execution", step=index, **e.to_dict())
+
+
+# ---------------------------------------------------------------- pausing and finishing
+
+
+def pause(state: RunState, stop: Stop) -> AgentResult:
+    """The approval gate fired on the last reply: record the pause, run its calls that need
+    no approval (once; their results are kept for the resumed run), finish.
+
+    Without a recorder nothing in the reply runs: every call stays pending.
+    """
+    reply = state.last_reply
+    if state.recorder is not None:
+        state.recorder.paused(state, reply.tool_uses)
+        ready = [b for b in reply.tool_uses if not ((t := state.registry.get(b.get("name")))
+                                                    and t.needs_approval)]
+        ran = run_calls(state, ready, record_all=True)
+        state.steps[-1].executions.extend(ran)
+        account_executions(state, ran)
+    return finish(state, stop, reply)
+
+
+def finish(state: RunState, stop: Stop, reply: Reply | None = None,
+           pending: list[Block] | None = None) -> AgentResult:
+    """End the run with ``stop``: answer the reply's unrun calls, summarise, record, report.
+
+    On a pause the calls without a result stay unanswered (``pending``, unless given); on any
+    other stop each call of ``reply`` gets a ``not_run`` result, so every ``tool_use`` in the
+    messages has its ``tool_result``. ``final_text`` is the reply's text only on ``end_turn``.
+    """
+    if reply is not None and reply.tool_uses:
+        if stop.cause is StopCause.AWAITING_APPROVAL:
+            answered = {e.tool_use_id for e in state.steps[-1].executions}
+            if pending is None:
+                pending = [b for b in reply.tool_uses if b["id"] not in answered]
+        else:
+            not_run = [not_run(b, stop) for b in reply.tool_uses]
+            state.steps[-1].executions.extend(not_run)
+            state.append(user_message([e.result_block() for e in not_run]))
+    final = reply.text if stop.cause is StopCause.END_TURN and reply is not None else None
+    summary = summarize(state.steps, stop)
+    path = (state.recorder.stopped(state, stop, summary, final)
+            if state.recorder is not None else None)
+    result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
+                         state.messages, summary, stop.detail, pending or [], path,
+                         state.output)
+    state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=summary,
+               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
+    return result
+
+
+def not_run(block: Block, stop: Stop) -> ToolExecution:
+    """The error result for a call the run stopped before running (error_kind "not_run")."""
+    if stop.cause is StopCause.HANDOFF and block.get("name") == HANDOFF_TOOL_NAME:
+        text = "Handed off to a person; the run has ended."
+    else:
+        text = f"Not run: the run stopped ({stop.cause.value}: {stop.detail})."
+    return ToolExecution(str(block.get("id")), str(block.get("name")), block.get("input"),
+                         text, True, "not_run")
