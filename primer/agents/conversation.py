@@ -37,6 +37,7 @@ from .llm import STOP_REASONS, Usage, estimate_tokens
 from .messages import Message, text_of, tool_uses_of
 from .state import RunState, Stop, StopCause
 from .steps import not_run
+from .tools import ToolRegistry
 from .trace import FORMAT_NAME, FORMAT_VERSION, PathLike, Trace, TraceError, load_trace
 
 #: The ``recorded_as`` field of the ``run_start`` event of a trace read from a conversation.
@@ -221,7 +222,8 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
                             "max_steps": max(1, sum(m["role"] == "assistant"
                                                     for m in messages))},
                          **({"context_window": context_window} if context_window else {}))
-    state = RunState(config=config, system=system, messages=[], tool_defs=tools)
+    state = RunState(config=config, system=system, messages=[], registry=ToolRegistry(),
+                     tool_defs=tools)
     state.recount_prompt_estimate()  # the library's prompt estimate, kept as messages arrive
     events: list[dict[str, Any]] = [{
         "event": "run_start", "seq": 0, "t": 0.0, "format": FORMAT_NAME,

@@ -305,9 +305,9 @@ def finish(state: RunState, stop: Stop, reply: Reply | None = None,
             if pending is None:
                 pending = [b for b in reply.tool_uses if b["id"] not in answered]
         else:
-            not_run = [not_run(b, stop) for b in reply.tool_uses]
-            state.steps[-1].executions.extend(not_run)
-            state.append(user_message([e.result_block() for e in not_run]))
+            unrun = [not_run(b, stop) for b in reply.tool_uses]
+            state.steps[-1].executions.extend(unrun)
+            state.append(user_message([e.result_block() for e in unrun]))
     final = reply.text if stop.cause is StopCause.END_TURN and reply is not None else None
     summary = summarize(state.steps, stop)
     path = (state.recorder.stopped(state, stop, summary, final)
