@@ -55,8 +55,7 @@ class Turn:
 
     ``index`` counts turns from 1. ``stop_cause``, ``stop_detail``, ``final_text`` and
     ``steps`` (model calls) are the run's; ``usage`` and ``cost_usd`` its totals (tokens;
-    USD) and ``first_call_input_tokens`` the input tokens of its first model call (the
-    history re-sent before anything new happens). ``session_usage`` and
+    USD) and ``call_usages`` the usage of each of its model calls. ``session_usage`` and
     ``session_cost_usd`` are the session's running totals through this turn. ``messages``
     is the length of the history after it; ``repaired`` the ids of ``tool_use`` blocks given
     an error result before it was sent; ``checkpoint`` the run's checkpoint journal, if any.
@@ -70,19 +69,25 @@ class Turn:
     steps: int
     usage: Usage
     cost_usd: float
-    first_call_input_tokens: int
+    call_usages: list[Usage]
     session_usage: Usage
     session_cost_usd: float
     messages: int
     repaired: list[str] = field(default_factory=list)
     checkpoint: str | None = None
 
+    @property
+    def first_call_input_tokens(self) -> int:
+        """Input tokens of the turn's first model call: the history re-sent before anything
+        new happens (0 for a turn that made no call)."""
+        return self.call_usages[0].input_tokens if self.call_usages else 0
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"index": self.index, "task": self.task, "stop_cause": self.stop_cause.value,
                 "stop_detail": self.stop_detail, "final_text": self.final_text,
                 "steps": self.steps, "usage": self.usage.to_dict(), "cost_usd": self.cost_usd,
-                "first_call_input_tokens": self.first_call_input_tokens,
+                "call_usages": [u.to_dict() for u in self.call_usages],
                 "session_usage": self.session_usage.to_dict(),
                 "session_cost_usd": self.session_cost_usd, "messages": self.messages,
                 "repaired": self.repaired, "checkpoint": self.checkpoint}
@@ -94,7 +99,8 @@ class Turn:
         return cls(int(d["index"]), str(d["task"]), StopCause(d["stop_cause"]),
                    str(d["stop_detail"]), d["final_text"], int(d["steps"]),
                    Usage.from_dict(d["usage"]), float(d["cost_usd"]),
-                   int(d["first_call_input_tokens"]), Usage.from_dict(d["session_usage"]),
+                   [Usage.from_dict(u) for u in d["call_usages"]],
+                   Usage.from_dict(d["session_usage"]),
                    float(d["session_cost_usd"]), int(d["messages"]),
                    [str(x) for x in d.get("repaired", [])], d.get("checkpoint"))
 
@@ -227,10 +233,10 @@ class Session:
 
     def _record(self, text: str, result: AgentResult, repaired: list[str]) -> None:
         before_usage, before_cost = self.usage, self.cost_usd
-        first = result.steps[0].usage.input_tokens if result.steps else 0
         turn = Turn(len(self.turns) + 1, text, result.stop_cause, result.stop_detail,
                     result.final_text, len(result.steps), result.usage, result.cost_usd,
-                    first, before_usage + result.usage, before_cost + result.cost_usd,
+                    [s.usage for s in result.steps], before_usage + result.usage,
+                    before_cost + result.cost_usd,
                     len(result.messages), repaired, result.checkpoint)
         self.messages = result.messages
         self.turns.append(turn)
