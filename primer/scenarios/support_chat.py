@@ -9,9 +9,9 @@ its own earlier answers included. It understands three kinds of question:
   (unless an earlier turn already did), computes unit price × quantity × 1.18 and answers
   "Order A123 costs 5900.0 rupees in total with 18% GST.";
 * a return: "I want to return one of the keyboards. How much do I get back?" It names no
-  order, so the model takes the order its last answer was about, computes one unit with GST
-  from that order's looked-up price, and answers. With no order in the conversation (a fresh
-  run) it asks which order the customer means;
+  order, so the model takes the looked-up order whose item the question names, else the
+  order its last answer was about, computes one unit with GST from that order's price, and
+  answers. With no order in the conversation (a fresh run) it asks which order is meant;
 * both together: "What do both orders come to together?" It adds the totals of its earlier
   answers with the calculator.
 
@@ -93,7 +93,7 @@ def decide(messages: list[Message]) -> Action:
                       last)
     lowered = question.lower()
     if "return" in lowered or "refund" in lowered:
-        return _refund(earlier, _known_orders(messages), last)
+        return _refund(lowered, earlier, _known_orders(messages), last)
     if "together" in lowered or "both" in lowered:
         return _together(earlier, last)
     return {"answer": "I can look up an order's total with GST and work out what a return "
@@ -111,12 +111,16 @@ def _total(order_id: str, orders: dict[str, dict[str, Any]], last: Observation |
             "input": {"expression": f"{o['unit_price']} * {o['quantity']} * {1 + GST_RATE}"}}
 
 
-def _refund(earlier: list[Message], orders: dict[str, dict[str, Any]],
+def _refund(question: str, earlier: list[Message], orders: dict[str, dict[str, Any]],
             last: Observation | None) -> Action:
+    named = [o for o in orders.values() if o["item"] in question.lower()]
     about = [m.group(1) for text in _answers(earlier) for m in _ANSWERED_TOTAL.finditer(text)]
-    if not about or about[-1] not in orders:
+    if len(named) == 1:
+        o = named[0]
+    elif about and about[-1] in orders:
+        o = orders[about[-1]]
+    else:
         return {"answer": "Which order is it? Please give me the order id, for example A123."}
-    o = orders[about[-1]]
     if last is not None and last.name == "calculator":
         return {"answer": f"Returning one {o['item']} from order {o['order_id']} refunds "
                           f"{last.content} rupees: its unit price, {o['unit_price']} rupees, "
