@@ -180,8 +180,9 @@ class Session:
         (a scripted model that ran out of replies), the session is left as it was.
 
         Raises ``ValueError`` for text that is empty or not a string, and
-        :class:`SessionError` when the last turn paused for approval with a checkpoint:
-        decide its calls, then :meth:`resume` it first.
+        :class:`SessionError` when the last turn paused for approval with a checkpoint
+        (decide its calls, then :meth:`resume` it first; nothing ran), or when the store
+        could not save the turn (it stays in this session in memory).
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"a turn needs some text to send, got {text!r}")
