@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "trace", "replay", "eval", "diagnose",
     "check_loop",
     "mcp_serve",
+    "sessions",
 ]
 
 

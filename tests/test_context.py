@@ -22,8 +22,8 @@ from primer.agents.context import (
     extractive_summary,
     trim_text,
     trim_tool_results,
-    unanswered_tool_uses,
 )
+from primer.agents.history import unanswered_tool_uses
 from primer.agents.messages import assistant_message, tool_result_block, user_message
 
 

@@ -12,6 +12,7 @@ from primer.agents.cost import (
     MULTI_AGENT_TOKEN_MULTIPLIER,
     Prices,
     Savings,
+    cached_history_usages,
     call_input_tokens,
     context_budget,
     cost_usd,
@@ -209,3 +210,24 @@ def test_the_budget_burner_costs_its_reported_usage_at_the_production_prices():
     assert result.cost_usd == pytest.approx(expected)
     assert burner.stop_call(rows) == len(rows) == 11
     assert round(result.cost_usd, 4) == round(expected, 4) == 0.0733
+
+
+def test_cached_history_reads_each_previous_prompt_and_writes_only_the_new_tail():
+    calls = [Usage(1000, 50), Usage(1400, 60), Usage(2000, 70)]
+    assert cached_history_usages(calls) == [
+        Usage(0, 50, 1000, 0), Usage(0, 60, 400, 1000), Usage(0, 70, 600, 1400)]
+
+
+def test_a_cold_call_finds_the_cache_expired_and_writes_its_whole_prompt():
+    calls = [Usage(1000, 50), Usage(1400, 60), Usage(2000, 70)]
+    assert cached_history_usages(calls, cold={2})[2] == Usage(0, 70, 2000, 0)
+
+
+def test_cached_history_is_the_same_model_as_run_usages_history_mode():
+    plain = run_usages(10, 2_000, 800, 150)
+    assert cached_history_usages(plain) == run_usages(10, 2_000, 800, 150, cache="history")
+
+
+def test_a_prompt_that_does_not_extend_the_one_before_is_refused():
+    with pytest.raises(ValueError, match="shorter than the one before"):
+        cached_history_usages([Usage(1000, 1), Usage(900, 1)])

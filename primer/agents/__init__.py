@@ -22,6 +22,7 @@ from .cost import Prices, cost_usd
 from .eval_results import pass_at_k, pass_hat_k, wilson_interval
 from .evals import EvalReport, EvalRow, EvalSummary, EvalTask, run_evals, task_from_trace
 from .exits import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, handoff_tool
+from .history import repair_history
 from .hooks import Hooks
 from .llm import (
     LLM,
@@ -48,6 +49,7 @@ from .replay import Divergence, ReplayLLM, ReplayResult, replay
 from .result import AgentResult, format_trace_table
 from .retry import ManualClock, RateLimited, RetryPolicy, ToolTimeout, TransientToolError
 from .scorers import AnswerContains, CostUnder, ModelGraded, StopCauseIs, ToolsInOrder, Verdict
+from .session import Session, SessionError, Turn
 from .state import RunState, Step, Stop, StopCause
 from .timeouts import in_subprocess, run_in_subprocess
 from .tools import (
@@ -80,12 +82,13 @@ __all__ = [
     "Hooks", "ToolOutput",
     "ApprovalDesk", "CheckpointError", "approve", "list_checkpoints", "read_checkpoint",
     "reject", "resume",
+    "Session", "SessionError", "Turn", "repair_history",
 ]
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
 _LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
          "FakeModelServer": "fake_server", "diagnose": "diagnosis", "Diagnosis": "diagnosis",
-         "OTelSink": "otel"}
+         "OTelSink": "otel", "SessionStore": "session_store"}
 
 
 def __getattr__(name: str) -> object:

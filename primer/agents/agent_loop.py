@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pydantic
@@ -39,9 +39,10 @@ from .exits import (
     registry_for_run,
     validate_output,
 )
+from .history import history_problem, repair_history, tool_use_ids, with_new_turn
 from .hooks import Hooks, as_hook_list
 from .llm import LLM
-from .messages import user_message
+from .messages import Message, user_message
 from .recorder import JournalRecorder
 from .result import AgentResult
 from .state import EventSink, RunState, StopCause
@@ -56,7 +57,8 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
               hooks: Hooks | Iterable[Hooks] | None = None,
               output_model: type[pydantic.BaseModel] | None = None,
-              scenario: str | None = None) -> AgentResult:
+              scenario: str | None = None,
+              messages: Sequence[Message] | None = None) -> AgentResult:
     """Run the agent loop on ``task`` until one of its exits fires.
 
     ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
@@ -72,11 +74,21 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     ``AgentResult.output`` holds the validated instance. ``scenario``, the name of the demo
     the run belongs to, is recorded in its checkpoint (if one is written).
 
+    ``messages``, the history of a conversation that goes on (e.g. ``earlier.messages``),
+    is sent before ``task``, which becomes the next user turn
+    (:func:`~primer.agents.history.with_new_turn`); a ``tool_use`` in it without a result
+    gets an error result first (:func:`~primer.agents.history.repair_history`, reported as
+    a ``history_repaired`` event). The list is copied, never changed. Limits, budgets and
+    ``steps`` are this run's; ``AgentResult.messages`` holds the whole conversation.
+
     Returns an :class:`AgentResult` (in the caller's thread); never raises for bad model
     output or failing tools. Exceptions from the model call end the run with
     ``model_error`` (work so far kept), except :class:`~primer.agents.llm.ScriptExhausted`,
-    a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``.
+    a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``;
+    ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`).
     """
+    if messages is not None and (problem := history_problem(messages)) is not None:
+        raise ValueError(f"run_agent(messages=...): {problem}")
     config = config or AgentConfig()
     writer = TraceWriter(trace, forward=on_event) if trace is not None else None
     registry = registry_for_run(tools, config)
@@ -87,10 +99,20 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
                      started_at=config.clock(), on_event=writer or on_event,
                      recorder=recorder, hooks=as_hook_list(hooks), output_model=output_model)
-    state.recount_prompt_estimate()
-    state.emit("run_start", task=task, system=system, config=config.to_dict(),
-               tools=state.tool_defs)
-    state.append(user_message(task))
+    if not messages:
+        state.recount_prompt_estimate()
+        state.emit("run_start", task=task, system=system, config=config.to_dict(),
+                   tools=state.tool_defs)
+        state.append(user_message(task))
+    else:
+        history = repair_history(messages)
+        state.messages = with_new_turn(history.messages, task)
+        state.tool_use_ids = tool_use_ids(history.messages)
+        state.recount_prompt_estimate()
+        state.emit("run_start", task=task, system=system, config=config.to_dict(),
+                   tools=state.tool_defs, history=history.messages)
+        if history.repaired:
+            state.emit("history_repaired", tool_use_ids=history.repaired_ids)
     try:
         return drive(state, lambda: continue_run(state))
     finally:

@@ -22,13 +22,15 @@ window, stop early past ~80%).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from .config import Summarizer
+from .history import unanswered_tool_uses  # noqa: F401 - lesson 12 imports it from here
 from .hooks import Hooks
 from .llm import LLM, Usage, estimate_tokens
-from .messages import Message, blocks_of, text_block, tool_uses_of, user_message
+from .messages import Message, blocks_of, text_block, user_message
 from .state import RunState
 from .tools import ToolExecution
 
@@ -65,8 +67,10 @@ def trim_tool_results(max_tokens: int) -> Hooks:
 
 # ---------------------------------------------------------------- summarisers
 
-def _render(messages: list[Message], result_chars: int = 120) -> list[str]:
-    """One line per text, call and result of ``messages``, results cut to ``result_chars``."""
+def render_lines(messages: Sequence[Message], result_chars: int = 120) -> list[str]:
+    """One line per text, call and result of ``messages``, texts and results cut to
+    ``result_chars``: ``user: ...``, ``called get_order({...})``, ``  result: ...`` (or
+    ``  error: ...``). What the summarisers read, and a transcript for a person."""
     lines: list[str] = []
     for m in messages:
         for b in blocks_of(m.get("content", "")):
@@ -94,7 +98,7 @@ def _history(messages: list[Message]) -> list[Message]:
 
     The first message holds the task (which stays in place after compaction, so it is not
     summarised) and, after an earlier compaction, the summary of older turns; that summary
-    is kept so :func:`_render` folds it into the new one instead of losing it.
+    is kept so :func:`render_lines` folds it into the new one instead of losing it.
     """
     if not messages:
         return []
@@ -112,7 +116,7 @@ def extractive_summary(messages: list[Message]) -> str:
     harness would use :class:`LLMSummarizer`. ``messages`` are the turns being compacted
     (the first may hold the task and an earlier summary, which is folded in).
     """
-    return "\n".join(_render(_history(messages)) or ["(nothing to summarise)"])
+    return "\n".join(render_lines(_history(messages)) or ["(nothing to summarise)"])
 
 
 class LLMSummarizer:
@@ -131,7 +135,7 @@ class LLMSummarizer:
         self.llm, self.max_tokens = llm, max_tokens
 
     def __call__(self, messages: list[Message]) -> tuple[str, Usage]:
-        history = "\n".join(_render(_history(messages), result_chars=400))
+        history = "\n".join(render_lines(_history(messages), result_chars=400))
         reply = self.llm(system=self.INSTRUCTIONS, tools=[], max_tokens=self.max_tokens,
                          messages=[user_message(f"Summarise this history:\n{history}")])
         return reply.text, reply.usage
@@ -173,21 +177,6 @@ def compact_messages(messages: list[Message], summarizer: Summarizer,
             if not (b.get("type") == "text" and str(b.get("text", "")).startswith(SUMMARY_HEADER))]
     first = user_message([*task, text_block(f"{SUMMARY_HEADER}\n{text}")])
     return [first, *messages[cut:]], usage
-
-
-def unanswered_tool_uses(messages: list[Message]) -> list[str]:
-    """Ids of ``tool_use`` blocks with no ``tool_result`` in the next message (should be [])."""
-    missing: list[str] = []
-    for k, m in enumerate(messages):
-        if m.get("role") != "assistant":
-            continue
-        answered = set()
-        if k + 1 < len(messages):
-            answered = {b.get("tool_use_id") for b in blocks_of(messages[k + 1].get("content", ""))
-                        if b.get("type") == "tool_result"}
-        missing += [b.get("id") for b in tool_uses_of(m.get("content", []))
-                    if b.get("id") not in answered]
-    return missing
 
 
 def compact_if_needed(state: RunState) -> None:

@@ -17,7 +17,7 @@ caching documentation, "Pricing".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -150,17 +150,43 @@ def run_usages(calls: int, base: int, per_step: int, output_per_call: int = 0, *
         raise ValueError(f"output_per_call must be >= 0 tokens (got {output_per_call!r})")
     prompts = per_call_input_tokens(calls, base, per_step,
                                     history_on_first_call=history_on_first_call)
+    if cache == "history":
+        return cached_history_usages([Usage(p, output_per_call) for p in prompts])
     usages = []
     for n, prompt in enumerate(prompts, start=1):
         if cache == "none":
             usages.append(Usage(prompt, output_per_call))
-        elif cache == "prefix":
+        else:
             write, read = (base, 0) if n == 1 else (0, base)
             usages.append(Usage(prompt - base, output_per_call, write, read))
-        else:
-            read = prompts[n - 2] if n > 1 else 0
-            usages.append(Usage(0, output_per_call, prompt - read, read))
     return usages
+
+
+def cached_history_usages(usages: Sequence[Usage], cold: Collection[int] = ()) -> list[Usage]:
+    """Calls that were made, priced again as if the prompt cache held each previous prompt.
+
+    ``usages`` are consecutive calls whose prompts each extend the one before (a run, or a
+    conversation's turns one after another). With a cache breakpoint at the end of every
+    prompt, call ``n`` reads call ``n - 1``'s whole prompt from the cache and writes only its
+    new tail: ``cache_read_input_tokens`` = the previous prompt, ``cache_creation_input_tokens``
+    = the rest. A call whose index (from 0) is in ``cold`` finds the cache expired (more
+    than its lifetime, 5 minutes, since the last read: a customer who answers slowly) and
+    writes its whole prompt. The prompt is a call's ``input_tokens`` plus its cache fields;
+    output is unchanged. Ignores the minimum cacheable length. Source: Anthropic, "Prompt
+    caching" (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
+    Raises ``ValueError`` when a prompt is shorter than the one before it (not an extension).
+    """
+    out: list[Usage] = []
+    previous = 0
+    for n, u in enumerate(usages):
+        prompt = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+        read = 0 if n in cold else previous
+        if prompt < read:
+            raise ValueError(f"call {n}'s prompt ({prompt} tokens) is shorter than the one "
+                             f"before it ({previous}): it cannot extend it")
+        out.append(Usage(0, u.output_tokens, prompt - read, read))
+        previous = prompt
+    return out
 
 
 def run_cost_usd(usages: Iterable[Usage], prices: Prices | None = None) -> float:

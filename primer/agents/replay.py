@@ -112,12 +112,12 @@ def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *
     """Re-run a recorded run offline and report where it differs from the record.
 
     The model is a :class:`ReplayLLM` over the recorded replies (with their recorded usage,
-    so budgets fire exactly as before); the task, system prompt and config come from the
-    trace (``config`` overrides the config); ``tools`` are the tools as they are *now*. Each
-    step's tool results are compared with the recorded ones in request order; the first
-    mismatch is the :class:`Divergence` (results are compared as the trace would store them,
-    secrets redacted). Then the step count, stop cause and final text are
-    compared. Needing more model replies than recorded is a divergence, not a crash.
+    so budgets fire exactly as before); the task, system prompt, config and any earlier
+    conversation come from the trace (``config`` overrides the config); ``tools`` are the
+    tools as they are *now*. Each step's tool results are compared with the recorded ones
+    in request order; the first mismatch is the :class:`Divergence` (results are compared as
+    the trace would store them, secrets redacted). Then the step count, stop cause and
+    final text are compared. Needing more model replies than recorded is a divergence, not a crash.
 
     A run that had a ``checkpoint_dir`` replays with a temporary one, removed afterwards (so a
     pause runs the calls that need no approval, as it did, and the recorded run's checkpoints
@@ -133,7 +133,7 @@ def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *
         if config.checkpoint_dir is not None:  # same pause path, never the recorded run's files
             config = dataclasses.replace(config, checkpoint_dir=scratch)
         result = run_agent(llm, trace.task, tools, system=trace.system, config=config,
-                           on_event=on_event, trace=trace_out)
+                           on_event=on_event, trace=trace_out, messages=trace.history or None)
     result.checkpoint = None  # the scratch checkpoint is gone
     return ReplayResult(trace, result, _first_divergence(trace, result, llm))
 

@@ -24,6 +24,7 @@ import pydantic
 
 from .config import AgentConfig
 from .cost import cost_usd
+from .history import tool_use_ids
 from .hooks import Hooks
 from .jsontext import compact_sorted
 from .llm import LLM, Reply, Usage, estimate_tokens
@@ -263,7 +264,8 @@ class RunState:
         ``registry`` and any other field given as a keyword, e.g. ``llm``, ``hooks``).
 
         The loop-detection counts and the run's ``tool_use`` ids are counted again from the
-        steps' replies (every call of a run that goes on was counted once). Raises
+        steps' replies (every call of a run that goes on was counted once); the ids of an
+        earlier conversation in ``messages`` are taken too. Raises
         ``KeyError``, ``TypeError`` or ``ValueError`` for a malformed dict.
         """
         steps = [Step.from_dict(s) for s in d["steps"]]
@@ -275,6 +277,7 @@ class RunState:
                     compactions=int(d.get("compactions", 0)),
                     recent_errors=deque(map(bool, d["recent_errors"]),
                                         maxlen=config.no_progress_window or 1), **inputs)
+        state.tool_use_ids = tool_use_ids(state.messages)
         for s in steps:
             for block in s.reply.tool_uses:
                 if config.repeat_threshold is not None:

@@ -14,7 +14,8 @@ Every line holds ``event`` (its kind), ``seq`` (0, 1, 2, ... in writing order) a
     ``format`` (``"primer-trace"``), ``version`` (an int), ``primer_version``, ``task`` (the
     user's task), ``system`` (the system prompt), ``config`` (every :class:`AgentConfig`
     setting, see ``AgentConfig.to_dict``), ``tools`` (the tool definitions offered:
-    ``name``, ``description``, ``input_schema``).
+    ``name``, ``description``, ``input_schema``) and, for a run that continued a
+    conversation, ``history`` (the messages sent before the task, as repaired).
 ``model_call`` (one per model call)
     ``step`` (from 1), ``prompt_estimate`` (the request's size in tokens, characters/4),
     ``reply`` (``content`` blocks, ``stop_reason``, ``usage``, ``model``) and ``latency_s``.
@@ -60,6 +61,7 @@ import orjson
 
 from .config import AgentConfig
 from .cost import cost_usd
+from .history import with_new_turn
 from .jsontext import compact
 from .llm import Reply, Usage
 from .messages import Message, assistant_message, tool_result_block, user_message
@@ -270,6 +272,11 @@ class Trace:
         return self.run_start.get("task", "")
 
     @property
+    def history(self) -> list[Message]:
+        """The conversation the run continued (``[]`` for a run that started afresh)."""
+        return self.run_start.get("history") or []
+
+    @property
     def system(self) -> str:
         """The system prompt of the run."""
         return self.run_start.get("system", "")
@@ -322,8 +329,8 @@ class Trace:
         return [s.reply for s in self.steps()]
 
     def messages(self) -> list[Message]:
-        """The message list rebuilt from the record: task, replies, tool results."""
-        msgs: list[Message] = [user_message(self.task)]
+        """The message list rebuilt from the record: history, task, replies, tool results."""
+        msgs: list[Message] = with_new_turn(self.history, self.task)
         steps = self.steps()
         paused = self.stop_cause is StopCause.AWAITING_APPROVAL
         for s in steps:

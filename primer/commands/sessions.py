@@ -1,0 +1,93 @@
+"""``python -m primer sessions list DIR`` and ``sessions show DIR ID``: stored conversations.
+
+A :class:`~primer.agents.session_store.SessionStore` keeps its sessions in
+``DIR/sessions.sqlite3``. ``list`` prints one line per session (turns, messages, tokens,
+cost, when it was last updated, its last turn), oldest first; ``show`` prints one session's
+turns as a table and its conversation, one line per text, call and result. Both only read:
+nothing is created or changed. DIR may also be the ``sessions.sqlite3`` file itself.
+
+Exit codes: 0 on success, 1 when the store cannot be read or holds no such session, 2 for a
+usage error or a path that does not exist (one line on stderr each time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from primer.agents.context import render_lines
+from primer.agents.session import SessionError, turns_table
+from primer.agents.session_store import FILE_NAME, list_sessions, read_session
+
+#: Exit codes: an unreadable store or an unknown session; a usage error or a bad path.
+BAD_STORE = 1
+USAGE_ERROR = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add ``sessions`` (with ``list`` and ``show``) to ``subparsers`` (argparse sub-parsers)."""
+    p = subparsers.add_parser("sessions", help="list and show stored conversations (sessions)",
+                              description="Read the sessions a SessionStore keeps in "
+                                          f"DIR/{FILE_NAME}. Nothing is changed.")
+    sub = p.add_subparsers(dest="sessions_command", metavar="ACTION")
+    ls = sub.add_parser("list", help="one line per stored session")
+    ls.add_argument("directory", metavar="DIR", help=f"the store's directory (or its {FILE_NAME})")
+    ls.set_defaults(func=run_list)
+    sh = sub.add_parser("show", help="one session's turns and conversation")
+    sh.add_argument("directory", metavar="DIR", help=f"the store's directory (or its {FILE_NAME})")
+    sh.add_argument("session_id", metavar="ID", help="the session to show (see `sessions list`)")
+    sh.add_argument("--chars", type=int, default=100, metavar="N",
+                    help="cut each text and result to N characters (default 100)")
+    sh.set_defaults(func=run_show)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return USAGE_ERROR
+
+
+def _path_problem(command: str, directory: str) -> str | None:
+    if not Path(directory).exists():
+        return f"sessions {command}: {directory} does not exist"
+    return None
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """``sessions list DIR``: one line per session, oldest update first."""
+    problem = _path_problem("list", args.directory)
+    if problem:
+        print(problem, file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        infos = list_sessions(args.directory)
+    except SessionError as e:
+        print(f"sessions list: {e}", file=sys.stderr)
+        return BAD_STORE
+    if not infos:
+        print(f"no sessions in {args.directory}")
+    for info in infos:
+        print(info.describe())
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """``sessions show DIR ID``: the session's turns table, then its conversation."""
+    problem = _path_problem("show", args.directory)
+    if problem:
+        print(problem, file=sys.stderr)
+        return USAGE_ERROR
+    if args.chars < 10:
+        print(f"sessions show: --chars must be at least 10 (got {args.chars})", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        stored = read_session(args.directory, args.session_id)
+    except SessionError as e:
+        print(f"sessions show: {e}", file=sys.stderr)
+        return BAD_STORE
+    print(turns_table(stored.turns, stored.id))
+    print()
+    print("\n".join(render_lines(stored.messages, args.chars)))
+    return 0

@@ -1,0 +1,132 @@
+"""Lesson 16's figures, recomputed with the library: the numbers its prose cells display."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from itertools import accumulate
+
+import pytest
+
+from primer.agents import AgentConfig, Session, StopCause, run_agent
+from primer.agents.cost import cached_history_usages, run_cost_usd
+from primer.agents.fake_server import RequestError, check_tool_pairing
+from primer.agents.history import repair_history, with_new_turn
+from primer.agents.mcp import MCPConnection, mcp_inprocess_tools
+from primer.agents.mcp_server import mcp_server
+from primer.scenarios import orders, support_chat
+
+NO_RETRIES = AgentConfig(max_steps=4, tool_retries=0)
+
+
+def ask(llm, question, messages=None, tools=None):
+    return run_agent(llm, question, tools or support_chat.make_tools(),
+                     system=support_chat.SYSTEM, config=support_chat.CONFIG, messages=messages)
+
+
+def test_over_mcp_the_order_task_takes_the_same_path_and_the_bad_call_is_never_sent():
+    reached = []
+    served = [dataclasses.replace(orders.get_order,
+                                  fn=lambda order_id: reached.append(order_id)
+                                  or orders.get_order.fn(order_id)), orders.calculator]
+    local = run_agent(orders.make_llm(), orders.TASK, orders.make_tools(), system=orders.SYSTEM,
+                      config=orders.RECOVER_CONFIG)
+    with mcp_inprocess_tools(mcp_server(served, name="primer-orders"), timeout_s=5) as tools:
+        assert [t.input_schema for t in tools] == [t.input_schema for t in orders.make_tools()]
+        remote = run_agent(orders.make_llm(), orders.TASK, tools, system=orders.SYSTEM,
+                           config=orders.RECOVER_CONFIG)
+    assert (len(remote.steps), len(remote.executions)) == (4, 3)
+    assert remote.executions[0].error_kind == "invalid_input" and reached == ["A123"]
+    differ = [k for k, (a, b) in enumerate(zip(local.messages, remote.messages, strict=True))
+              if a != b]
+    assert (differ, len(remote.messages)) == ([2], 8)
+
+
+def test_a_hung_call_is_a_timeout_the_support_model_reports_to_the_customer():
+    server = mcp_server(orders.make_tools(), name="primer-orders", faults={"get_order": "hang"})
+    with MCPConnection.inprocess(server, timeout_s=0.5) as conn:
+        hung = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
+                         system=support_chat.SYSTEM, config=NO_RETRIES)
+    (call,) = hung.executions
+    assert (call.error_kind, hung.stop_cause) == ("timeout", StopCause.END_TURN)
+    assert hung.final_text.startswith("I could not finish that: get_order failed: timed out")
+
+
+def test_a_crashed_server_ends_the_run_with_end_turn_after_two_model_calls():
+    serve = [sys.executable, "-m", "primer", "mcp-serve", "orders", "--crash", "get_order"]
+    with MCPConnection.stdio(serve[0], serve[1:], timeout_s=5) as conn:
+        crashed = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
+                            system=support_chat.SYSTEM, config=NO_RETRIES)
+    assert (crashed.stop_cause, len(crashed.steps)) == (StopCause.END_TURN, 2)
+    assert "is gone" in crashed.executions[0].content
+
+
+def test_the_second_turn_uses_the_first_and_resends_its_six_messages():
+    desk = support_chat.make_llm()
+    first = ask(desk, support_chat.QUESTIONS[0])
+    second = ask(desk, support_chat.QUESTIONS[1], messages=first.messages)
+    alone = ask(support_chat.make_llm(), support_chat.QUESTIONS[1])
+    assert [e.name for e in second.executions] == ["calculator"]
+    assert "order A123 refunds 2950.0 rupees" in second.final_text
+    assert alone.final_text.startswith("Which order is it?") and alone.executions == []
+    assert (len(first.messages), len(second.steps)) == (6, 2)
+    assert [r.steps[0].usage.input_tokens for r in (first, second, alone)] == [368, 599, 372]
+
+
+@pytest.fixture(scope="module")
+def five_turns():
+    chat = Session(support_chat.make_llm(), support_chat.make_tools(),
+                   system=support_chat.SYSTEM, config=support_chat.CONFIG)
+    for q in support_chat.QUESTIONS:
+        chat.send(q)
+    return chat
+
+
+def test_five_turns_make_12_calls_and_9828_tokens_and_turn_5_resends_3_times_turn_1(five_turns):
+    chat = five_turns
+    assert [t.stop_cause for t in chat.turns] == [StopCause.END_TURN] * 5
+    assert max(t.steps for t in chat.turns) <= support_chat.CONFIG.max_steps == 4
+    assert sum(t.steps for t in chat.turns) == 12
+    assert (chat.usage.total_tokens, round(chat.cost_usd, 4)) == (9_828, 0.0575)
+    t1, t5 = chat.turns[0], chat.turns[-1]
+    assert (t5.first_call_input_tokens, round(t5.first_call_input_tokens
+                                              / t1.first_call_input_tokens, 1)) == (1_095, 3.0)
+    assert len(chat.messages) == 24
+
+
+def test_an_interrupted_runs_history_is_refused_until_repaired():
+    llm = support_chat.make_llm()
+    left = ask(llm, support_chat.QUESTIONS[0]).messages[:2]  # the reply whose call never returned
+    with pytest.raises(RequestError, match="toolu_01_2"):
+        check_tool_pairing(with_new_turn(left, "Hello? Are you still there?"))
+    repaired = repair_history(left)
+    assert repaired.repaired_ids == ["toolu_01_2"]
+    check_tool_pairing(with_new_turn(repaired.messages, "Hello? Are you still there?"))
+
+
+@pytest.fixture(scope="module")
+def twenty_turns():
+    chat = Session(support_chat.make_llm(), support_chat.make_tools(),
+                   system=support_chat.SYSTEM, config=support_chat.CONFIG)
+    for k in range(20):
+        chat.send(support_chat.QUESTIONS[k % 5])
+    return chat.turns
+
+
+def test_twenty_turns_send_74908_input_tokens_three_times_what_ten_send(twenty_turns):
+    turns = twenty_turns
+    assert turns[19].first_call_input_tokens == 3_063
+    assert round(turns[19].first_call_input_tokens / turns[0].first_call_input_tokens, 1) == 8.3
+    ten, twenty = turns[9].session_usage.input_tokens, turns[19].session_usage.input_tokens
+    assert (twenty, round(twenty / ten, 1)) == (74_908, 3.0)
+
+
+def test_caching_takes_the_twenty_turns_from_041_to_009_usd_warm_and_029_cold(twenty_turns):
+    turns = twenty_turns
+    calls = [u for t in turns for u in t.call_usages]
+    starts = set(accumulate([0, *(t.steps for t in turns[:-1])]))
+    assert len(starts) == 20
+    uncached = run_cost_usd(calls)
+    warm = run_cost_usd(cached_history_usages(calls))
+    cold = run_cost_usd(cached_history_usages(calls, cold=starts))
+    assert (round(uncached, 3), round(warm, 3), round(cold, 3)) == (0.41, 0.091, 0.29)

@@ -1,0 +1,183 @@
+"""Sessions: a conversation over many turns, its running totals, repairs and paused turns."""
+
+from __future__ import annotations
+
+import pytest
+
+from primer.agents import (
+    AgentConfig,
+    ScriptedLLM,
+    ScriptExhausted,
+    StopCause,
+    Usage,
+    approve,
+    run_agent,
+    text_reply,
+    tool,
+    tool_reply,
+)
+from primer.agents.fake_server import check_tool_pairing
+from primer.agents.history import UNANSWERED_RESULT
+from primer.agents.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
+from primer.scenarios import support_chat
+
+
+def support_session(**kw) -> Session:
+    kw.setdefault("config", support_chat.CONFIG)
+    return Session(support_chat.make_llm(), support_chat.make_tools(),
+                   system=support_chat.SYSTEM, **kw)
+
+
+@pytest.fixture(scope="module")
+def two_turns():
+    session = support_session(session_id="two-turns")
+    first = session.send(support_chat.QUESTIONS[0])
+    second = session.send(support_chat.QUESTIONS[1])
+    return session, first, second
+
+
+def test_the_second_answer_uses_the_first_without_looking_the_order_up_again(two_turns):
+    _, first, second = two_turns
+    assert first.final_text == "Order A123 costs 5900.0 rupees in total with 18% GST."
+    assert second.final_text == ("Returning one keyboard from order A123 refunds 2950.0 "
+                                 "rupees: its unit price, 2500 rupees, plus 18% GST.")
+    assert [e.name for e in second.executions] == ["calculator"]
+
+
+def test_the_same_question_without_the_conversation_cannot_be_answered():
+    alone = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[1],
+                      support_chat.make_tools(), system=support_chat.SYSTEM)
+    assert alone.final_text == "Which order is it? Please give me the order id, for example A123."
+    assert alone.executions == []
+
+
+def test_each_turn_reports_its_own_totals_and_the_sessions_running_totals(two_turns):
+    session, first, second = two_turns
+    t1, t2 = session.turns
+    assert (t1.index, t1.usage, t1.cost_usd) == (1, first.usage, first.cost_usd)
+    assert (t2.index, t2.usage, t2.cost_usd) == (2, second.usage, second.cost_usd)
+    assert t1.session_usage == first.usage
+    assert t2.session_usage == first.usage + second.usage
+    assert t2.session_cost_usd == pytest.approx(first.cost_usd + second.cost_usd)
+    assert session.usage == t2.session_usage and session.cost_usd == t2.session_cost_usd
+
+
+def test_each_turn_resends_the_history_so_its_first_call_costs_more_than_the_last(two_turns):
+    session, first, second = two_turns
+    t1, t2 = session.turns
+    assert t1.first_call_input_tokens == first.steps[0].usage.input_tokens
+    assert t2.first_call_input_tokens == second.steps[0].usage.input_tokens
+    assert t2.first_call_input_tokens > first.steps[-1].usage.input_tokens
+
+
+def test_the_session_history_is_the_last_runs_messages_and_every_call_is_answered(two_turns):
+    session, _, second = two_turns
+    assert session.messages is second.messages
+    assert session.turns[-1].messages == len(second.messages)
+    check_tool_pairing(session.messages)
+
+
+def test_limits_apply_to_each_turn_not_to_the_session():
+    session = support_session(config=AgentConfig(max_steps=3))
+    for question in support_chat.QUESTIONS:
+        session.send(question)
+    assert [t.stop_cause for t in session.turns] == [StopCause.END_TURN] * 5
+    assert sum(t.steps for t in session.turns) > 3
+
+
+def test_a_history_left_by_a_crashed_run_is_repaired_and_the_turn_records_it():
+    crashed = run_agent(ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"}))]),
+                        support_chat.QUESTIONS[0], support_chat.make_tools(),
+                        config=AgentConfig(max_steps=1)).messages[:2]
+    session = support_session(messages=crashed)
+    session.send("Are you still there? What does order A123 cost in total with 18% GST?")
+    call_id = crashed[1]["content"][-1]["id"]
+    assert session.turns[0].repaired == [call_id]
+    assert session.messages[2]["content"][0] == {"type": "tool_result", "tool_use_id": call_id,
+                                                 "content": UNANSWERED_RESULT, "is_error": True}
+    check_tool_pairing(session.messages)
+
+
+def test_a_turn_whose_run_raises_leaves_the_session_as_it_was(two_turns):
+    session, _, _ = two_turns
+    broken = Session(ScriptedLLM([]), messages=session.messages, turns=session.turns)
+    before = (list(broken.messages), list(broken.turns))
+    with pytest.raises(ScriptExhausted):
+        broken.send("Hello?")
+    assert (broken.messages, broken.turns) == before
+
+
+def test_a_turn_needs_text_and_a_session_needs_a_real_history():
+    with pytest.raises(ValueError, match="needs some text"):
+        support_session().send("  ")
+    with pytest.raises(ValueError, match=r"Session\(messages=\.\.\.\): message 0"):
+        support_session(messages=[{"role": "robot", "content": "hi"}])
+
+
+def test_a_turn_round_trips_through_its_dict(two_turns):
+    session, _, _ = two_turns
+    for turn in session.turns:
+        assert Turn.from_dict(turn.to_dict()) == turn
+
+
+def test_the_table_has_a_row_per_turn_and_the_sessions_totals(two_turns):
+    session, _, _ = two_turns
+    lines = session.table().splitlines()
+    assert lines[0].split()[:2] == ["turn", "steps"]
+    assert len(lines) == 4
+    assert lines[-1] == (f"session two-turns: 2 turns, {session.usage.total_tokens:,} tokens, "
+                         f"{session.cost_usd:.4f} USD")
+    assert "user: I want to return one of the keyboards." in session.transcript()
+
+
+def test_a_new_session_has_no_turns_and_zero_totals():
+    session = support_session()
+    assert (session.turns, session.usage, session.cost_usd) == ([], Usage(), 0.0)
+    assert session.id.startswith("session-")
+
+
+@tool(needs_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order in full.
+
+    Args:
+        order_id: the order to refund.
+    """
+    return f"refunded {order_id}"
+
+
+def refund_llm() -> ScriptedLLM:
+    return ScriptedLLM([tool_reply(("refund", {"order_id": "A123"})), text_reply("Refunded."),
+                        text_reply("You are welcome.")])
+
+
+def test_a_paused_turn_without_a_checkpoint_ran_nothing_and_the_next_turn_says_so():
+    session = Session(refund_llm(), [refund])
+    paused = session.send("Refund A123, please.")
+    assert paused.stop_cause is StopCause.AWAITING_APPROVAL
+    session.send("Never mind.")
+    results = session.messages[2]["content"]
+    assert results[0] == {"type": "tool_result", "tool_use_id": paused.pending[0]["id"],
+                          "content": NOT_APPROVED_RESULT, "is_error": True}
+    assert session.turns[1].repaired == [paused.pending[0]["id"]]
+
+
+def test_a_paused_turn_with_a_checkpoint_must_be_resumed_before_the_next(tmp_path):
+    session = Session(refund_llm(), [refund], config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    paused = session.send("Refund A123, please.")
+    with pytest.raises(SessionError, match=r"turn 1 is paused awaiting approval of refund"):
+        session.send("Hello?")
+    assert len(session.turns) == 1
+    approve(paused.checkpoint, paused.pending[0]["id"])
+    done = session.resume()
+    assert done.stop_cause is StopCause.END_TURN and done.final_text == "Refunded."
+    assert len(session.turns) == 1 and session.turns[0].stop_cause is StopCause.END_TURN
+    assert session.turns[0].usage == done.usage
+    assert session.send("Thanks!").final_text == "You are welcome."
+    check_tool_pairing(session.messages)
+
+
+def test_resume_without_a_paused_turn_is_a_clear_error(two_turns):
+    session, _, _ = two_turns
+    with pytest.raises(SessionError, match="nothing to resume"):
+        session.resume()
