@@ -21,9 +21,8 @@ def one_turn(**config):
 
 
 def test_with_the_default_cap_the_calls_overlap_and_finish_fastest_first():
-    run, done, took = one_turn()
-    total, _ = latency_model([t * SCALE for t in TURN])
-    assert done == [1, 2, 0] and took < total
+    run, done, _ = one_turn()
+    assert done == [1, 2, 0]  # run one after another they would finish 0, 1, 2
     assert [e.tool_use_id for e in run.executions] == ["toolu_01_1", "toolu_01_2", "toolu_01_3"]
 
 
