@@ -1,4 +1,4 @@
-"""The agent loop from scratch: about 150 lines, no framework, no tool-calling API.
+"""The agent loop from scratch: one short module, no framework, no tool-calling API.
 
 The model here only writes text. The loop asks it for one JSON object per reply::
 
