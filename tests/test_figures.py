@@ -36,19 +36,84 @@ def test_the_svg_carries_no_date_and_no_matplotlib_version():
 def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progress():
     from primer.agents import exits
 
-    names = [c.name for c in figures.check_order()]
-    assert names == [f.__name__ for f in (*exits.BEFORE_CALL, *exits.BEFORE_SEND,
-                                          *exits.AFTER_REPLY, exits.validate_output,
-                                          *exits.AFTER_TOOLS)]
-    assert names[0] == "check_step_limit" and names[-1] == "check_no_progress"
-    after_reply = ["check_stop_reason", "check_budgets", "check_handoff", "check_repeats",
-                   "check_step_limit", "check_approval"]
-    assert [c.name for c in figures.check_order() if c.phase == figures.PHASES[1]][:6] == \
-        after_reply
-    phases = {c.name: c.phase for c in figures.check_order()}
+    checks = figures.check_order()
+    plain = [c.name for c in checks if not c.when]
+    assert plain == [f.__name__ for f in (*exits.BEFORE_CALL, *exits.BEFORE_SEND,
+                                          *exits.AFTER_REPLY, *exits.AFTER_TOOLS)]
+    assert plain[0] == "check_step_limit" and plain[-1] == "check_no_progress"
+    after_reply = ["check_stop_reason", "validate_output", "check_budgets", "check_handoff",
+                   "check_repeats", "check_step_limit", "check_approval"]
+    assert [c.name for c in checks if c.phase == figures.PHASES[1]] == after_reply
+    phases = {c.name: c.phase for c in checks}
     assert phases["check_context"] == figures.PHASES[0]
     assert phases["check_stop_reason"] == figures.PHASES[1]
     assert phases["check_no_progress"] == figures.PHASES[2]
+
+
+def test_the_output_check_sits_on_the_end_turn_branch_right_after_the_stop_reason():
+    # validate_output runs only when AFTER_REPLY stops with end_turn, and only
+    # check_stop_reason says end_turn, so nothing after it in that phase ran
+    from primer.agents import exits
+
+    checks = figures.check_order()
+    k = [c.name for c in checks].index("validate_output")
+    assert checks[k - 1].name == "check_stop_reason"
+    assert "end_turn" in checks[k].when and "check_stop_reason" in checks[k].when
+    owners = [f.__name__ for f in exits.AFTER_REPLY if StopCause.END_TURN in f.causes]
+    assert owners == ["check_stop_reason"]
+
+
+def test_one_turn_of_the_figure_appears_in_the_loops_source_in_the_same_order():
+    import inspect
+
+    from primer.agents import agent_loop, steps
+
+    loop = inspect.getsource(agent_loop.continue_run)
+    order = []
+    for item in figures.loop_turn():
+        if isinstance(item, figures.LoopStep):
+            order.append(item.function)
+        elif item.when:
+            order.append(item.name)
+    assert order == ["compact_if_needed", "call_model", "validate_output", "after_tools"]
+    positions = [loop.index(name) for name in ("BEFORE_CALL", "compact_if_needed",
+                                               "BEFORE_SEND", "call_model", "AFTER_REPLY",
+                                               "validate_output", "after_tools")]
+    assert positions == sorted(positions)
+    after = inspect.getsource(steps.after_tools)
+    assert after.index("run_calls(") < after.index("first_stop(AFTER_TOOLS")
+
+
+def test_figure_4s_footer_sums_the_latencies_its_labels_show():
+    svg = figures.svg_bytes(figures.draw("04_fan_out_fan_in")).decode()
+    assert "0.52 + 0.35 + 0.85 + 0.27 = 1.99 s" in svg
+    assert "slowest call: 0.85 s" in svg
+
+
+def test_figure_7_draws_a_stored_measurement_that_behaves_like_threads_that_wait():
+    from primer.agents.parallel import latency_model, seeded_latencies
+
+    data = figures.read_latency_measurement()
+    latencies = seeded_latencies(8)
+    assert data["tools"] == list(range(1, 9)) and data["seed"] == 7
+    for n, seq, conc in zip(data["tools"], data["sequential_s"], data["concurrent_s"],
+                            strict=True):
+        total, slowest = latency_model(latencies[:n])
+        assert total - 0.001 <= seq < total * 1.25      # one after another: the sum
+        assert slowest - 0.001 <= conc < slowest * 1.25  # concurrently: the slowest call
+    assert data["concurrent_s"][-1] < data["sequential_s"][-1] / 2
+
+
+def test_measuring_stores_what_it_measured(tmp_path):
+    path = tmp_path / "latency.json"
+    data = figures.write_latency_measurement(path, time_scale=0.01)
+    assert figures.read_latency_measurement(path) == data
+    assert data["time_scale"] == 0.01 and len(data["sequential_s"]) == 8
+
+
+def test_a_missing_measurement_says_how_to_make_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="figures --measure"):
+        figures.read_latency_measurement(tmp_path / "none.json")
 
 
 def test_each_check_returns_only_the_causes_it_is_marked_with():
@@ -75,3 +140,18 @@ def test_importing_the_agent_library_does_not_import_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.strip()
     assert out == "False"
+
+
+def test_the_figures_command_measures_again_only_when_asked(tmp_path, monkeypatch, capsys):
+    from primer.__main__ import build_parser
+
+    measured = []
+    monkeypatch.setattr(figures, "write_latency_measurement",
+                        lambda: measured.append(1) or {"time_scale": 0.25})
+    for argv, times in ((["figures", "08_compounding", "--out", str(tmp_path)], 0),
+                        (["figures", "08_compounding", "--out", str(tmp_path), "--measure"], 1)):
+        args = build_parser().parse_args(argv)
+        assert args.func(args) == 0
+        assert len(measured) == times
+    assert (tmp_path / "08_compounding.svg").exists()
+    assert "measured" in capsys.readouterr().out

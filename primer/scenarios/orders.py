@@ -211,21 +211,22 @@ def make_llm(kind: str = "recover") -> ScriptedLLM:
     return ScriptedLLM(policy(kind), name=f"order model ({kind})")
 
 
-def mini_model(kind: str = "recover") -> Callable[[list[dict[str, str]]], str]:
+def mini_model(kind: str = "recover") -> Callable[..., str]:
     """The same model for the JSON-text loop of :mod:`primer.agents.mini`.
 
-    Returns ``model(messages) -> str``: it reads the last observation the mini loop wrote and
-    replies with the action as JSON text, e.g. ``{"tool": "get_order", "input": {...}}``.
+    Returns ``model(*, system, messages) -> str``: it reads the last observation the mini loop
+    wrote and replies with the action as JSON text, e.g. ``{"tool": "get_order", "input":
+    {...}}``. (It ignores the system prompt: its decisions are scripted.)
     """
     from primer.agents.mini import last_observation
 
     decide(kind, 1, None)
 
-    def respond(messages: list[dict[str, str]]) -> str:
+    def respond(*, system: str, messages: list[dict[str, str]]) -> str:
         seen = last_observation(messages)
         last = Observation(*seen) if seen else None
-        # The mini list is system, task, then two messages a step: call n sees 2n messages.
-        return json.dumps(decide(kind, len(messages) // 2, last), ensure_ascii=False)
+        # The mini list is the task, then two messages a step: call n sees 2n - 1 messages.
+        return json.dumps(decide(kind, (len(messages) + 1) // 2, last), ensure_ascii=False)
 
     return respond
 

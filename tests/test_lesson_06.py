@@ -1,0 +1,33 @@
+"""Lesson 06's claim about the thread cap, checked with the library (its latency figures are
+pinned in test_parallel.py)."""
+
+from __future__ import annotations
+
+import time
+
+from primer.agents import AgentConfig, ScriptedLLM, run_agent, text_reply, tool_reply
+from primer.agents.parallel import latency_model, waiting_tool
+
+TURN, SCALE = [1.2, 0.2, 0.6], 0.1
+
+
+def one_turn(**config):
+    done = []
+    llm = ScriptedLLM([tool_reply(*[("wait", {"k": k}) for k in range(3)]), text_reply("done")])
+    start = time.perf_counter()
+    run = run_agent(llm, "Run the three lookups.", [waiting_tool(TURN, SCALE, finished=done)],
+                    config=AgentConfig(**config))
+    return run, done, time.perf_counter() - start
+
+
+def test_with_the_default_cap_the_calls_overlap_and_finish_fastest_first():
+    run, done, _ = one_turn()
+    assert done == [1, 2, 0]  # run one after another they would finish 0, 1, 2
+    assert [e.tool_use_id for e in run.executions] == ["toolu_01_1", "toolu_01_2", "toolu_01_3"]
+
+
+def test_with_a_cap_of_one_they_finish_in_request_order_and_take_the_sum():
+    run, done, took = one_turn(max_parallel_tools=1)
+    total, _ = latency_model([t * SCALE for t in TURN])
+    assert done == [0, 1, 2] and took >= total
+    assert [e.tool_use_id for e in run.executions] == ["toolu_01_1", "toolu_01_2", "toolu_01_3"]
