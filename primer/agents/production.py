@@ -240,7 +240,7 @@ def _invoke_untimed(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
 
 
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
-    done = ("its process was stopped, possibly part-way" if error.stopped
+    done = (f"{error.how}, possibly part-way" if error.stopped
             else "the call was abandoned, not stopped, so it may still complete")
     return (f"{t.name} timed out after {error.timeout_s:g} s; {done}. It changes state, so it "
             f"was not retried automatically: the first attempt may already have taken effect. "

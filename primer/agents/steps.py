@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .coroutines import run_to_completion
+from .cost import cost_usd
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
 from .llm import Reply, ScriptExhausted, TransientModelError, Usage
@@ -58,23 +59,23 @@ def call_model(state: RunState) -> Stop | None:
 
 
 def ask_model(state: RunState, on_delta: EventSink | None = None) -> Any:
-    """One attempt of the model call: ``state.llm`` asked with the run's prompt.
-
-    A streaming model (one whose ``stream`` attribute is ``True``) also gets ``on_delta``,
-    where its deltas go tagged with the step (default: the run's ``on_delta``; see
-    :func:`delta_sink`). A model that returns a coroutine (an ``async def`` model) has it run
-    to completion. Returns what the model returned, not yet checked.
-    """
-    llm = state.llm
-    assert llm is not None
-    if getattr(llm, "stream", False) is True:
-        raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                  max_tokens=state.config.max_tokens,
-                  on_delta=delta_sink(state, on_delta or state.on_delta))  # type: ignore[call-arg]
-    else:
-        raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                  max_tokens=state.config.max_tokens)
+    """One attempt of the model call: ``state.llm`` asked with :func:`model_request`; a
+    coroutine it returns (an ``async def`` model) is run to completion. Returns what the
+    model returned, not yet checked."""
+    raw = state.llm(**model_request(state, on_delta))  # type: ignore[misc]
     return run_to_completion(raw) if inspect.iscoroutine(raw) else raw
+
+
+def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
+    """The keyword arguments of one model call: the run's ``system``, ``messages``,
+    ``tools`` and ``max_tokens``, and for a streaming model (one whose ``stream`` attribute
+    is ``True``) ``on_delta``, where its deltas go tagged with the step (default: the run's
+    ``on_delta``; see :func:`delta_sink`)."""
+    request = {"system": state.system, "messages": state.messages, "tools": state.tool_defs,
+               "max_tokens": state.config.max_tokens}
+    if getattr(state.llm, "stream", False) is True:
+        request["on_delta"] = delta_sink(state, on_delta or state.on_delta)
+    return request
 
 
 def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
@@ -135,12 +136,15 @@ def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
 
 def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
                  failed: list[dict[str, Any]]) -> None:
-    """Add an accepted reply to the run: its usage (tokens; USD at the run's prices), its
+    """Add an accepted reply to the run: its usage (tokens; USD at its model's prices, see
+    :meth:`~primer.agents.config.AgentConfig.prices_for`), its
     :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
     n = len(state.steps) + 1
-    state.add_usage(reply.usage)
+    c = state.config
+    state.add_usage(reply.usage, cost_usd(reply.usage, c.prices_for(reply.model))
+                    if c.model_prices else None)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, model_retries=failed))
     state.append(assistant_message(reply.content))
