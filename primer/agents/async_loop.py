@@ -15,7 +15,8 @@ of a reply in one user message, finishing). Only the waiting is its own:
 * the tools: the calls of one reply run concurrently as tasks (at most
   ``max_parallel_tools`` at a time), results in request order. An ``async def`` tool is
   awaited on the event loop; a sync tool goes to a worker thread. A time limit is kept with
-  ``asyncio.wait``: a late ``async def`` tool is *cancelled* (it really stops, at its next
+  ``asyncio.timeout`` (``asyncio.wait`` before Python 3.11): a late ``async def`` tool is
+  *cancelled* (it really stops, at its next
   ``await``), a late sync tool is abandoned (a thread cannot be stopped). What follows each
   attempt (retry, give up) is the sync loop's rule,
   :meth:`~primer.agents.production.ToolRunner.after_attempt`;
@@ -35,6 +36,7 @@ import asyncio
 import contextvars
 import inspect
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -284,9 +286,19 @@ async def within(work: Awaitable[T], timeout_s: float | None, *, stopped: bool) 
     """``await work``, or raise :class:`~primer.agents.retry.ToolTimeout` after
     ``timeout_s`` seconds (``None``: no limit). On timeout ``work`` is cancelled:
     ``stopped`` says whether that stops the work itself (a coroutine) or only the wait (a
-    worker thread's call runs on)."""
+    worker thread's call runs on). A ``TimeoutError`` the work raises itself is its own
+    error, not a timeout."""
     if timeout_s is None:
         return await work
+    if sys.version_info >= (3, 11):  # a timer on this task: no task of its own per call
+        limit = asyncio.timeout(timeout_s)
+        try:
+            async with limit:
+                return await work
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the tool's own TimeoutError, not the limit
+            raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled") from None
     task = asyncio.ensure_future(work)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)

@@ -62,7 +62,15 @@ def ask_model(state: RunState, on_delta: EventSink | None = None) -> Any:
     """One attempt of the model call: ``state.llm`` asked with :func:`model_request`; a
     coroutine it returns (an ``async def`` model) is run to completion. Returns what the
     model returned, not yet checked."""
-    raw = state.llm(**model_request(state, on_delta))  # type: ignore[misc]
+    llm = state.llm
+    assert llm is not None
+    if getattr(llm, "stream", False) is True:
+        raw = llm(**model_request(state, on_delta))
+    else:  # (the common case, without building a dict of the request)
+        raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                  max_tokens=state.config.max_tokens)
+    if type(raw) is Reply:
+        return raw
     return run_to_completion(raw) if inspect.iscoroutine(raw) else raw
 
 
@@ -237,7 +245,8 @@ def after_tools(state: RunState, calls: list[Block],
     """
     if not calls:
         return None
-    todo = calls_to_run(state, calls, settled)
+    todo = calls if not settled and not state.steps[-1].executions else calls_to_run(
+        state, calls, settled)
     return add_results(state, calls, run_calls(state, todo, reply_calls=calls, settled=settled),
                        settled)
 

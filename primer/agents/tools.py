@@ -160,7 +160,10 @@ class Tool:
         A coroutine ``fn`` returns (an ``async def`` tool) is run to completion here
         (:func:`run_to_completion`), so any caller gets the tool's value.
         """
-        value = self.invoke_async(args, tool_use_id)
+        if self._takes_key:
+            value = self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
+        else:
+            value = self.fn(**args)
         return run_to_completion(value) if inspect.iscoroutine(value) else value
 
     def invoke_async(self, args: dict[str, Any], tool_use_id: str) -> Any:
