@@ -54,6 +54,7 @@ import anthropic
 from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
 from .messages import Block, Message
 from .streaming import DeltaRelay, DeltaSink
+from .thinking import checked_thinking
 
 #: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set. Runs are priced at
 #: ``AgentConfig().prices`` (the course's reference 5 / 25 USD per million input / output
@@ -262,27 +263,6 @@ def reply_from_stream(message: Any) -> Reply:
         raise TransientModelError(f"the stream ended before its message_stop (it had written "
                                   f"{written}); nothing in it was used", status=None)
     return reply_from_message(message)
-
-
-def checked_thinking(thinking: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``thinking`` (a copy), after the checks the API would make first: a dict with a
-    ``type``; ``enabled`` needs an integer ``budget_tokens`` of at least 1,024. Raises
-    ``ValueError`` saying what to fix."""
-    if thinking is None:
-        return None
-    if not isinstance(thinking, dict) or not isinstance(thinking.get("type"), str):
-        raise ValueError(f"thinking must be a dict with a 'type', e.g. {{'type': 'enabled', "
-                         f"'budget_tokens': 2048}} (got {thinking!r})")
-    budget = thinking.get("budget_tokens")
-    if thinking["type"] == "enabled" and (not isinstance(budget, int) or isinstance(budget, bool)
-                                          or budget < MIN_THINKING_BUDGET):
-        raise ValueError(f"thinking of type 'enabled' needs budget_tokens, an integer of at "
-                         f"least {MIN_THINKING_BUDGET:,} (got {budget!r})")
-    return dict(thinking)
-
-
-#: The smallest thinking budget the API accepts (tokens).
-MIN_THINKING_BUDGET = 1024
 
 
 def reply_from_message(message: Any) -> Reply:

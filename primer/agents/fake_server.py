@@ -17,17 +17,10 @@ offline and over HTTP. Its :class:`~primer.agents.llm.Reply` is rendered into th
 with every field the SDKs require (``id``, ``type``, ``role``, ``model``, ``content``,
 ``stop_reason``, ``stop_sequence``, ``usage``). Extra request fields are tolerated.
 
-With ``"stream": true`` a ``/v1/messages`` reply comes back as server-sent events
-(``text/event-stream``, the events of :func:`~primer.agents.streaming.wire_events`), so the
-SDK's ``messages.stream`` can be tested for real; :meth:`FakeModelServer.cut_next_stream`
-cuts the next stream off in the middle of its first tool call (at ``max_tokens``, by
-dropping the connection, or with an ``overloaded_error`` event).
-
-Extended thinking (``thinking: {"type": "enabled", "budget_tokens": n}``): the budget must
-be at least 1,024 and below ``max_tokens``; every ``thinking`` block a reply carries is
-signed by the server, and, as on the real API, the latest assistant message of a tool round
-must start with a thinking block and carry its thinking blocks exactly as they were sent
-(same text, same signature), else the request gets a 400.
+With ``"stream": true`` a reply comes as server-sent events (those of
+:func:`~primer.agents.streaming.wire_events`); :meth:`FakeModelServer.cut_next_stream` cuts
+the next one off mid tool call. With thinking enabled the server signs each ``thinking``
+block and applies the API's rules (:mod:`primer.agents.thinking`), 400 when one is broken.
 
 Errors come back as the API sends them: a status code and a body
 ``{"type": "error", "error": {"type": ..., "message": ...}}``. Script them with
@@ -58,8 +51,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .llm import LLM, Reply, Usage, estimate_tokens
-from .messages import THINKING_TYPES, Message
+from .messages import Message
 from .streaming import CUTS, wire_events
+from .thinking import MIN_THINKING_BUDGET, tool_round_problem
 
 #: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -322,13 +316,16 @@ class FakeModelServer:
         if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
             return False
         budget = thinking.get("budget_tokens")
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1024:
-            raise RequestError(400, "thinking.enabled.budget_tokens: Input should be greater "
-                                    "than or equal to 1024")
+        if not isinstance(budget, int) or isinstance(budget, bool) \
+                or budget < MIN_THINKING_BUDGET:
+            raise RequestError(400, f"thinking.enabled.budget_tokens: Input should be greater "
+                                    f"than or equal to {MIN_THINKING_BUDGET}")
         if int(body["max_tokens"]) <= budget:
             raise RequestError(400, "`max_tokens` must be greater than "
                                     "`thinking.budget_tokens`")
-        check_thinking_blocks(messages, self)
+        problem = tool_round_problem(messages, self.issued)
+        if problem:
+            raise RequestError(400, problem)
         return True
 
     def _signed(self, block: dict[str, Any]) -> dict[str, Any]:
@@ -470,32 +467,6 @@ def strip_cache_control(value: Any) -> Any:
     if isinstance(value, list):
         return [strip_cache_control(v) for v in value]
     return value
-
-
-def check_thinking_blocks(messages: list[Message], server: FakeModelServer) -> None:
-    """Raise the API's 400 when, with thinking enabled, the latest assistant message of a
-    tool round does not start with a thinking block, or carries a thinking block that is
-    not exactly as the server sent it (Anthropic "Extended thinking" docs: thinking blocks
-    must be passed back unmodified with the ``tool_use`` they preceded)."""
-    last = next((i for i in range(len(messages) - 1, -1, -1)
-                 if messages[i].get("role") == "assistant"), None)
-    if last is None or not isinstance(messages[last].get("content"), list):
-        return
-    content = messages[last]["content"]
-    uses_tools = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
-    first = content[0].get("type") if content and isinstance(content[0], dict) else None
-    if uses_tools and last + 1 < len(messages) and first not in THINKING_TYPES:
-        raise RequestError(400, f"messages.{last}.content.0.type: Expected `thinking` or "
-                                f"`redacted_thinking`, but found `{first}`. When `thinking` is "
-                                f"enabled, the final `assistant` message of a tool round must "
-                                f"start with a thinking block: send back the thinking blocks "
-                                f"of that turn, or disable `thinking`.")
-    for j, b in enumerate(content):
-        if isinstance(b, dict) and b.get("type") in THINKING_TYPES and not server.issued(b):
-            raise RequestError(400, f"messages.{last}.content.{j}: `thinking` or "
-                                    f"`redacted_thinking` blocks in the latest assistant "
-                                    f"message cannot be modified. These blocks must remain as "
-                                    f"they were in the original response.")
 
 
 def check_tool_pairing(messages: list[Message]) -> None:
