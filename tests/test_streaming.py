@@ -136,3 +136,13 @@ def test_a_scripted_model_cut_off_by_max_tokens_streams_and_runs_nothing():
                        config=AgentConfig(max_tokens=5))
     assert result.stop_cause.value == "max_tokens" and ran == []
     assert result.executions[0].error_kind == "not_run"
+
+
+def test_a_trace_read_back_marks_the_steps_that_thought(tmp_path):
+    from primer.agents import load_trace
+
+    script = [tool_reply(("get_order", {"order_id": "A123"}), thinking="I need the order."),
+              text_reply("It costs 5900.")]
+    run_agent(ScriptedLLM(script), "task", [get_order], trace=tmp_path / "t.jsonl")
+    rows = load_trace(tmp_path / "t.jsonl").rows()
+    assert [r["tool calls"].startswith("[thought]") for r in rows] == [True, False]

@@ -93,7 +93,8 @@ class AgentConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """The backoff between retries (1 s, 2 s, 4 s ... with seeded jitter)."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
-    """How the run waits (seconds; injectable, e.g. ``ManualClock().sleep``)."""
+    """How the run waits (seconds; injectable, e.g. ``ManualClock().sleep``). The async loop
+    awaits ``asyncio.sleep`` in place of the default ``time.sleep``."""
     compact_share: float | None = 0.6
     """Once the prompt passes this share of ``context_window``, summarise older turns with
     ``summarizer`` before the next call (see :mod:`primer.agents.context`); ``None``: off."""
