@@ -30,7 +30,7 @@ from primer.agents import (
 )
 from primer.agents.async_loop import run_agent_async
 from primer.agents.hooks import Block as HookBlock
-from primer.scenarios import all_demos
+from primer.scenarios import all_demos, stock
 
 # ---------------------------------------------------------------- comparing two runs
 
@@ -68,9 +68,12 @@ def both(make_llm, task, make_tools, **kwargs):
     return runs
 
 
-@pytest.mark.parametrize("name", sorted(all_demos()))
+SCENARIOS = {**all_demos(), "stock": stock.SCENARIO}  # every demo, and lesson 15's world
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_both_loops_give_identical_results_and_events_on_every_scenario(name):
-    demo = all_demos()[name]
+    demo = SCENARIOS[name]
     (a, ea), (b, eb) = both(demo.make_llm, demo.task, lambda: demo.tools(None),
                             system=demo.system, config=demo.config, scenario=demo.name)
     assert b.stop_cause is a.stop_cause

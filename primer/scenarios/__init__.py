@@ -59,7 +59,7 @@ class Scenario:
 DEMOS: dict[str, Scenario] = {}
 
 #: Modules of ``primer.scenarios`` that register demos (imported by :func:`all_demos`).
-SCENARIO_MODULES = ["orders", "hr", "burner", "refunds", "inventory", "support", "stock"]
+SCENARIO_MODULES = ["orders", "hr", "burner", "refunds", "inventory", "support"]
 
 
 def register(scenario: Scenario) -> Scenario:

@@ -29,7 +29,7 @@ from primer.agents import (
 )
 from primer.agents.messages import Message
 from primer.agents.parallel import SEED, seeded_latencies
-from primer.scenarios import Scenario, register
+from primer.scenarios import Scenario
 from primer.scenarios.policy import all_observations
 
 SKU = "KB-100"
@@ -112,7 +112,8 @@ def make_llm(*, stream: bool = False, thinking: bool = False,
                        stream=stream, model=model)
 
 
-SCENARIO = register(Scenario(name="stock", description="counts stock in eight warehouses at "
-                             "once with an async def tool (lesson 15)", task=TASK,
-                             make_tools=make_tools, make_llm=make_llm, system=SYSTEM,
-                             config=AgentConfig()))
+#: The world as a :class:`~primer.scenarios.Scenario` (not a registered demo: its model adds
+#: the counts up itself, the kind of unchecked arithmetic ``diagnose`` rightly flags).
+SCENARIO = Scenario(name="stock", description="counts stock in eight warehouses at once with "
+                    "an async def tool (lesson 15)", task=TASK, make_tools=make_tools,
+                    make_llm=make_llm, system=SYSTEM, config=AgentConfig())
