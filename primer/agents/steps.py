@@ -10,9 +10,9 @@ hung (:func:`primer.agents.agent_loop.carry_on`).
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterable
+from types import CoroutineType
 from typing import Any
 
 from .coroutines import run_to_completion
@@ -71,7 +71,7 @@ def ask_model(state: RunState, on_delta: EventSink | None = None) -> Any:
                   max_tokens=state.config.max_tokens)
     if type(raw) is Reply:
         return raw
-    return run_to_completion(raw) if inspect.iscoroutine(raw) else raw
+    return run_to_completion(raw) if isinstance(raw, CoroutineType) else raw
 
 
 def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
@@ -112,8 +112,9 @@ def take_reply(state: RunState, raw: Any, prompt_estimate: int, latency_s: float
     """The end of a model call that returned ``raw``: count ``failed`` attempts, accept the
     reply (:func:`accept_reply`) and record it (:func:`record_reply`); a ``model_error``
     stop when it cannot be acted on, else ``None``."""
-    _count_failed_attempts(state, failed)
-    n = state.model_calls + 1
+    if failed:
+        _count_failed_attempts(state, failed)
+    n = len(state.steps) + 1
     reply = accept_reply(raw, n, state.tool_use_ids)
     if isinstance(reply, str):
         return Stop(StopCause.MODEL_ERROR,

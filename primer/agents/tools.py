@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, get_type_hints
 
 import fastjsonschema
@@ -164,7 +165,7 @@ class Tool:
             value = self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
         else:
             value = self.fn(**args)
-        return run_to_completion(value) if inspect.iscoroutine(value) else value
+        return run_to_completion(value) if isinstance(value, CoroutineType) else value
 
     def invoke_async(self, args: dict[str, Any], tool_use_id: str) -> Any:
         """``fn(**args)`` (plus the idempotency key if it takes one) as it returns: for an
