@@ -140,29 +140,27 @@ class ToolRunner:
             if first is not None:
                 (execution, error), first = first, None
             else:
-                execution, error = self._attempt(block, t, timeout, log)
+                caught: list[TransientToolError] = []
+
+                def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str,
+                           caught: list[TransientToolError] = caught) -> Any:
+                    try:
+                        if timeout is None:
+                            return tool.invoke(args, tool_use_id)
+                        return call_with_timeout(lambda: tool.invoke(args, tool_use_id),
+                                                 timeout, block=block, attempts=log)
+                    except TransientToolError as e:
+                        caught.append(e)
+                        raise
+
+                execution = self.registry.run(block, invoke=invoke)
+                error = caught[0] if caught else None
+                if error is None and not log:
+                    return execution  # the common case: one attempt, no transient error
             outcome = self.after_attempt(block, t, execution, error, log)
             if isinstance(outcome, ToolExecution):
                 return outcome
             self.sleep(outcome)
-
-    def _attempt(self, block: Block, t: Tool, timeout: float | None,
-                 log: list[dict[str, Any]]) -> tuple[ToolExecution, TransientToolError | None]:
-        """One attempt in this thread: its execution and the transient error it raised."""
-        caught: list[TransientToolError] = []
-
-        def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
-            try:
-                if timeout is None:
-                    return tool.invoke(args, tool_use_id)
-                return call_with_timeout(lambda: tool.invoke(args, tool_use_id), timeout,
-                                         block=block, attempts=log)
-            except TransientToolError as e:
-                caught.append(e)
-                raise
-
-        execution = self.registry.run(block, invoke=invoke)
-        return execution, caught[0] if caught else None
 
     def after_attempt(self, block: Block, t: Tool, execution: ToolExecution,
                       error: TransientToolError | None,
