@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -82,12 +83,14 @@ class OrderTotal(pydantic.BaseModel):
 
 @dataclass(frozen=True)
 class World:
-    """What one run of a behaviour needs: a model, its tools, the task and a system prompt."""
+    """What one run of a behaviour needs: a model, its tools, the task and a system prompt,
+    and the run's cancel signal (``None``: nobody can press stop)."""
 
     llm: LLM
     tools: list[Tool]
     task: str = orders.TASK
     system: str = orders.SYSTEM
+    cancel: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,20 @@ def _slow_world(clock: ManualClock) -> World:
     return World(orders.make_llm("recover"), [_slow(t, clock) for t in orders.make_tools()])
 
 
+def _stopped_world(clock: ManualClock) -> World:
+    """The recovering model, and a person who presses stop while the order lookup runs."""
+    cancel = threading.Event()
+    lookup = orders.get_order
+
+    @functools.wraps(lookup.fn)
+    def get_order(order_id: str) -> Any:
+        cancel.set()
+        return lookup.fn(order_id=order_id)
+
+    tool = Tool(lookup.name, lookup.description, lookup.input_schema, get_order)
+    return World(orders.make_llm("recover"), [tool, orders.calculator], cancel=cancel)
+
+
 def _model_down(**request: Any) -> Reply:
     raise TransientModelError("529 Overloaded: the model service is not answering")
 
@@ -198,6 +215,8 @@ BEHAVIOURS: dict[str, Behaviour] = {b.label: b for b in [
               _slow_world),
     Behaviour("model service down", "every model call fails with 529 Overloaded",
               lambda clock: World(_model_down, orders.make_tools())),
+    Behaviour("stopped by a person", "recovers, but a person presses stop while the order "
+              "lookup runs", _stopped_world),
 ]}
 
 
@@ -270,7 +289,8 @@ class ExitExplorer:
         world = BEHAVIOURS[self.behaviour].build(clock)
         self.result = run_agent(_paced(world.llm, clock), world.task, world.tools,
                                 system=world.system, config=config,
-                                output_model=OrderTotal if self.check_answer else None)
+                                output_model=OrderTotal if self.check_answer else None,
+                                cancel=world.cancel)
         self.elapsed_s = clock()
         return self.result
 
@@ -303,6 +323,7 @@ EXIT_RECIPES: dict[str, dict[str, Any]] = {
                        "context_window": 1_000},
     "model_error": {"behaviour": "model service down"},
     "invalid_output": {"behaviour": "recovers", "check_answer": True, "corrective_turns": 0},
+    "cancelled": {"behaviour": "stopped by a person"},
 }
 
 

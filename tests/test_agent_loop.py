@@ -621,6 +621,13 @@ def _invalid_output_run():
     return check_run(result), None
 
 
+def _cancelled_run():
+    cancel = threading.Event()
+    cancel.set()
+    result = run_agent(ScriptedLLM(["never asked"]), "task", TOOLS, cancel=cancel)
+    return check_run(result), None
+
+
 #: One small run per stop cause, keyed by the cause's value.
 ONE_RUN_PER_CAUSE = {
     "end_turn": lambda: run(["done"]),
@@ -637,6 +644,7 @@ ONE_RUN_PER_CAUSE = {
     "awaiting_approval": lambda: run([tool_reply(("issue_refund", {"n": 1}))], tools=[_gated]),
     "model_error": lambda: (check_run(run_agent(_raising_model, "task")), None),
     "invalid_output": _invalid_output_run,
+    "cancelled": _cancelled_run,
 }
 
 

@@ -10,6 +10,8 @@ from primer.agents import run_agent
 from primer.commands.bench import (
     ZeroLatencyLLM,
     agent_variant,
+    async_fan_out,
+    async_variant,
     bench_config,
     fan_out,
     hand_written_loop,
@@ -70,7 +72,19 @@ def test_bench_quick_prints_each_ratio_against_its_target(capsys):
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "load average" in out.splitlines()[0]
     for text in ("default config vs the hand-written loop", "tool_timeout_s=None vs the "
-                 "hand-written loop", "growth 40 -> 320 steps", "trace writer"):
+                 "hand-written loop", "growth 40 -> 320 steps", "trace writer",
+                 "async fan-out, 8 async tools of 100 ms"):
         assert text in out and "(target <=" in out.split(text, 1)[1].splitlines()[0]
     assert out.count("x the slowest call") == 4
+    assert "run_agent_async, async model and tool" in out and "x the sync loop" in out
     assert "peak memory of a 1,000-step run" in out
+
+
+def test_the_async_variants_run_exactly_the_steps_asked_for():
+    for variant in (async_variant(), async_variant(ZeroLatencyLLM, (noop,))):
+        variant(5)  # raises if the run did not take 5 steps and end with end_turn
+
+
+def test_async_fan_out_is_wall_time_over_the_call_and_at_least_one():
+    f = async_fan_out(4, 0.01, repeats=1)
+    assert f.calls == 4 and f.slowest_s == 0.01 and f.efficiency == f.wall_s / 0.01 >= 1.0

@@ -46,6 +46,7 @@ FIRES = {
     StopCause.MODEL_ERROR: dict(behaviour="model service down"),
     StopCause.INVALID_OUTPUT: dict(behaviour="recovers", check_answer=True,
                                    corrective_turns=0),
+    StopCause.CANCELLED: dict(behaviour="stopped by a person"),
 }
 
 

@@ -3,8 +3,8 @@
 ``from primer.agents import run_agent, AgentConfig, ScriptedLLM, tool, ...``
 
 Importing this package loads only the loop and its parts; plotting, widgets, the
-``anthropic`` SDK, OpenTelemetry and Dask are imported by the modules that need them, when
-they are used.
+``anthropic`` SDK, OpenTelemetry, Dask and the async loop (``asyncio``) are imported by the
+modules that need them, when they are used.
 """
 
 from .agent_loop import continue_run, run_agent
@@ -22,6 +22,7 @@ from .cost import Prices, cost_usd
 from .eval_results import pass_at_k, pass_hat_k, wilson_interval
 from .evals import EvalReport, EvalRow, EvalSummary, EvalTask, run_evals, task_from_trace
 from .exits import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, handoff_tool
+from .fallback import FallbackLLM, usage_by_model
 from .history import repair_history
 from .hooks import Hooks
 from .llm import (
@@ -83,10 +84,12 @@ __all__ = [
     "ApprovalDesk", "CheckpointError", "approve", "list_checkpoints", "read_checkpoint",
     "reject", "resume",
     "Session", "SessionError", "Turn", "repair_history",
+    "FallbackLLM", "usage_by_model", "run_agent_async",
 ]
 
 #: Names loaded on first use, so ``import primer.agents`` never imports an SDK.
-_LAZY = {"ClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
+_LAZY = {"ClaudeLLM": "claude", "AsyncClaudeLLM": "claude", "OpenAICompatLLM": "openai_compat",
+         "run_agent_async": "async_loop",
          "FakeModelServer": "fake_server", "diagnose": "diagnosis", "Diagnosis": "diagnosis",
          "OTelSink": "otel", "SessionStore": "session_store"}
 

@@ -45,7 +45,7 @@ from .llm import LLM
 from .messages import Message, user_message
 from .recorder import JournalRecorder
 from .result import AgentResult
-from .state import EventSink, RunState, StopCause
+from .state import CancelSignal, EventSink, RunState, StopCause
 from .steps import after_tools, call_model, finish, finish_call, pause
 from .timeouts import HungCall, run_watched
 from .tools import Tool, ToolRegistry
@@ -57,14 +57,16 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
               hooks: Hooks | Iterable[Hooks] | None = None,
               output_model: type[pydantic.BaseModel] | None = None,
-              scenario: str | None = None,
+              scenario: str | None = None, cancel: CancelSignal | None = None,
               messages: Sequence[Message] | None = None) -> AgentResult:
     """Run the agent loop on ``task`` until one of its exits fires.
 
     ``llm`` is any :class:`~primer.agents.llm.LLM`; ``tools`` a registry or a list of tools
     (the allow-list); ``system`` the system prompt; ``config`` every limit and price.
     ``on_event(kind, data)``, if given, is called as the run goes (``run_start``,
-    ``model_call``, ``tool_execution``, ``stop``). ``trace``, a file path, records every
+    ``model_call``, ``tool_execution``, ``stop``; with a streaming model also its deltas,
+    ``text_delta`` and the others of :mod:`primer.agents.streaming`, which go to
+    ``on_event`` only, never into a trace). ``trace``, a file path, records every
     event there as JSON Lines while the run goes (see :mod:`primer.agents.trace`).
     ``hooks``, a :class:`~primer.agents.hooks.Hooks` or a list of them, run before and after
     each tool call and after each model reply (see :mod:`primer.agents.hooks`).
@@ -72,7 +74,12 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     text); an answer that fails gets ``config.output_retries`` corrective turns, then the run
     stops with ``invalid_output`` and ``final_text`` is ``None``; on success
     ``AgentResult.output`` holds the validated instance. ``scenario``, the name of the demo
-    the run belongs to, is recorded in its checkpoint (if one is written).
+    the run belongs to, is recorded in its checkpoint (if one is written). ``cancel``, a
+    ``threading.Event`` (anything with ``is_set()``), is read before each model call and
+    before each tool call starts: once set, the run stops with ``cancelled``, every
+    finished result kept and every ``tool_use`` answered (calls that had not started get a
+    ``not_run`` result); with ``config.checkpoint_dir`` the run is recorded there and
+    :func:`~primer.agents.checkpoint.resume` continues it.
 
     ``messages``, the history of a conversation that goes on (e.g. ``earlier.messages``),
     is sent before ``task``, which becomes the next user turn
@@ -87,6 +94,29 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``;
     ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`).
     """
+    state, writer = start_run(llm, task, tools, system=system, config=config,
+                              on_event=on_event, trace=trace, hooks=hooks,
+                              output_model=output_model, scenario=scenario, cancel=cancel,
+                              messages=messages)
+    try:
+        return drive(state, lambda: continue_run(state))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def start_run(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
+              system: str = "", config: AgentConfig | None = None,
+              on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
+              hooks: Hooks | Iterable[Hooks] | None = None,
+              output_model: type[pydantic.BaseModel] | None = None,
+              scenario: str | None = None, cancel: CancelSignal | None = None,
+              messages: Sequence[Message] | None = None,
+              ) -> tuple[RunState, TraceWriter | None]:
+    """A new run's state, with ``task`` as its next user turn (after ``messages``, repaired)
+    and ``run_start`` emitted, and its trace writer (``None`` without ``trace``): how
+    :func:`run_agent` and the async loop both begin (arguments as for :func:`run_agent`;
+    ``ValueError`` for ``messages`` that are not a history). The caller closes the writer."""
     if messages is not None and (problem := history_problem(messages)) is not None:
         raise ValueError(f"run_agent(messages=...): {problem}")
     config = config or AgentConfig()
@@ -98,7 +128,8 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
                      tool_defs=registry.definitions(), llm=llm,
                      recent_errors=deque(maxlen=config.no_progress_window or 1),
                      started_at=config.clock(), on_event=writer or on_event,
-                     recorder=recorder, hooks=as_hook_list(hooks), output_model=output_model)
+                     recorder=recorder, hooks=as_hook_list(hooks), output_model=output_model,
+                     on_delta=on_event, cancel=cancel)
     if not messages:
         state.recount_prompt_estimate()
         state.emit("run_start", task=task, system=system, config=config.to_dict(),
@@ -113,11 +144,7 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
                    tools=state.tool_defs, history=history.messages)
         if history.repaired:
             state.emit("history_repaired", tool_use_ids=history.repaired_ids)
-    try:
-        return drive(state, lambda: continue_run(state))
-    finally:
-        if writer is not None:
-            writer.close()
+    return state, writer
 
 
 def continue_run(state: RunState) -> AgentResult:

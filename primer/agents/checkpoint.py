@@ -115,8 +115,9 @@ def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str) -> di
 class CheckpointInfo:
     """One checkpoint file as ``approvals list`` shows it.
 
-    ``status`` is ``running`` / ``awaiting_approval`` / ``finished``, or ``invalid`` with
-    ``error`` saying why. ``calls`` are the records of calls awaiting a decision or a run.
+    ``status`` is ``running`` / ``awaiting_approval`` / ``cancelled`` / ``finished``, or
+    ``invalid`` with ``error`` saying why. ``calls`` are the records of calls awaiting a
+    decision or a run.
     """
 
     path: Path
@@ -169,7 +170,8 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
                               .removeprefix(f"{p}, "))
     gated = [c.to_dict() for c in journal.calls.values()
              if c.needs_approval and c.state != "done"]
-    summary = (journal.result or {}).get("summary", "") if journal.status == "finished" else ""
+    summary = ((journal.result or {}).get("summary", "")
+               if journal.status in ("finished", "cancelled") else "")
     return CheckpointInfo(p, journal.status, journal.run_id, gated, summary)
 
 

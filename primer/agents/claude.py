@@ -12,6 +12,19 @@ the reply to a :class:`~primer.agents.llm.Reply`: content blocks as plain dicts,
 :data:`~primer.agents.llm.STOP_REASONS`), and the full ``usage`` including prompt-cache
 writes and reads, so the loop's budgets and dollar figures count them.
 
+Streaming: with ``stream=True`` each call goes through the SDK's ``messages.stream``; its
+events are relayed to the loop as deltas (:mod:`primer.agents.streaming`) as they arrive,
+and the reply is the stream's final message, the same reply an unstreamed call gives. A
+stream that ends before its ``message_stop`` (the connection dropped) is a transient error,
+never a reply: a half-written ``tool_use`` is never run. An ``error`` event in the middle
+of a stream (``overloaded_error``) counts as the status it stands for (529).
+
+Extended thinking: ``thinking={"type": "enabled", "budget_tokens": 2048}`` is sent as it is.
+``thinking`` and ``redacted_thinking`` blocks come back with their ``signature`` (or
+``data``) and stay in the assistant message exactly as they came, so the next request of a
+tool round carries them unchanged, as the API requires. Thinking tokens are billed as
+output tokens, so they are in ``usage.output_tokens`` and count against the run's budgets.
+
 Retries: the client is built with ``max_retries=0``. A rate limit (429), an overload (529),
 a server error (5xx), a timeout or a lost connection raises
 :class:`~primer.agents.llm.TransientModelError` carrying the server's ``retry-after``, so
@@ -21,6 +34,9 @@ SDK's own behaviour back. A 400 saying the prompt is too long becomes a reply wi
 ``stop_reason="model_context_window_exceeded"`` (the loop stops with ``context_window``);
 any other client error (bad request, bad key, no access) raises
 :class:`~primer.agents.llm.PermanentModelError` and the run stops with ``model_error``.
+
+:class:`AsyncClaudeLLM` is the same over ``anthropic.AsyncAnthropic``, an ``async def``
+model for :func:`~primer.agents.async_loop.run_agent_async`.
 
 This module imports ``anthropic``; ``import primer.agents`` does not import this module.
 The API key is read by the SDK from ``ANTHROPIC_API_KEY`` (or passed in) and never stored
@@ -37,6 +53,8 @@ import anthropic
 
 from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
 from .messages import Block, Message
+from .streaming import DeltaRelay, DeltaSink
+from .thinking import checked_thinking
 
 #: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set. Runs are priced at
 #: ``AgentConfig().prices`` (the course's reference 5 / 25 USD per million input / output
@@ -79,40 +97,60 @@ class ClaudeLLM:
     - ``exact_count``: before each call, the loop's ``budget_check="before"`` asks
       :meth:`count_tokens` (``messages.count_tokens``, one extra request) for the prompt's
       exact size instead of a characters/4 estimate.
+    - ``stream``: call through ``messages.stream`` and relay the deltas (see the module).
+    - ``thinking``: the API's ``thinking`` setting, e.g. ``{"type": "enabled",
+      "budget_tokens": 2048}`` (``ValueError`` for one that is not a dict with a ``type``,
+      or an ``enabled`` one without an integer ``budget_tokens`` of at least 1,024).
 
     Calling it returns a :class:`Reply`; raises :class:`TransientModelError` (retry may help)
-    or :class:`PermanentModelError` (fix the request) as described in the module docstring.
+    or :class:`PermanentModelError` (fix the request: also for ``max_tokens`` not above the
+    thinking budget) as described in the module docstring.
     """
 
     def __init__(self, model: str | None = None, *, client: anthropic.Anthropic | None = None,
                  api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 0, timeout_s: float = 120.0, cache_prefix: bool = False,
-                 exact_count: bool = False) -> None:
+                 exact_count: bool = False, stream: bool = False,
+                 thinking: dict[str, Any] | None = None) -> None:
         self.model = model or default_model()
+        self.thinking = checked_thinking(thinking)
         if client is None:
             if api_key is None and not has_api_key():
                 raise PermanentModelError(NO_KEY_HELP)
-            client = anthropic.Anthropic(api_key=api_key, base_url=base_url,
-                                         max_retries=max_retries, timeout=timeout_s)
+            client = self._client_class(api_key=api_key, base_url=base_url,
+                                        max_retries=max_retries, timeout=timeout_s)
         self.client = client
         self.cache_prefix = cache_prefix
         self.exact_count = exact_count
+        self.stream = stream
         self.calls = 0
 
+    _client_class: Any = anthropic.Anthropic
+
     def __repr__(self) -> str:
-        return (f"ClaudeLLM(model={self.model!r}, cache_prefix={self.cache_prefix}, "
-                f"exact_count={self.exact_count})")
+        return (f"{type(self).__name__}(model={self.model!r}, cache_prefix={self.cache_prefix}, "
+                f"exact_count={self.exact_count}, stream={self.stream}, "
+                f"thinking={self.thinking})")
 
     def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
                 max_tokens: int | None = None) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for this prompt (no API call).
 
         With ``cache_prefix``, the last tool definition and the system prompt (as one text
-        block) carry ``cache_control``; the caller's lists are not modified.
+        block) carry ``cache_control``; the caller's lists are not modified. Raises
+        :class:`PermanentModelError` when ``max_tokens`` is not above the thinking budget.
         """
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
+        if self.thinking is not None:
+            kwargs["thinking"] = dict(self.thinking)
+            budget = self.thinking.get("budget_tokens")
+            if max_tokens is not None and isinstance(budget, int) and max_tokens <= budget:
+                raise PermanentModelError(
+                    f"max_tokens ({max_tokens:,}) must be greater than thinking.budget_tokens "
+                    f"({budget:,}): thinking tokens count toward max_tokens. Raise "
+                    f"AgentConfig.max_tokens or lower the thinking budget.")
         if tools:
             kwargs["tools"] = [dict(t) for t in tools]
         if system:
@@ -126,15 +164,21 @@ class ClaudeLLM:
         return kwargs
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int) -> Reply:
+                 max_tokens: int, on_delta: DeltaSink | None = None) -> Reply:
         self.calls += 1
+        kwargs = self.request(system=system, messages=messages, tools=tools,
+                              max_tokens=max_tokens)
         try:
-            message = self.client.messages.create(
-                **self.request(system=system, messages=messages, tools=tools,
-                               max_tokens=max_tokens))
+            if not self.stream:
+                return reply_from_message(self.client.messages.create(**kwargs))
+            relay = DeltaRelay(on_delta) if on_delta is not None else None
+            with self.client.messages.stream(**kwargs) as stream:
+                for event in stream:
+                    relay_event(relay, event)
+                message = stream.get_final_message()
         except anthropic.APIError as e:
             return self._on_error(e)
-        return reply_from_message(message)
+        return reply_from_stream(message)
 
     def count_tokens(self, *, system: str, messages: list[Message],
                      tools: list[dict[str, Any]]) -> int:
@@ -157,6 +201,68 @@ class ClaudeLLM:
         if isinstance(err, Reply):
             return err
         raise err from e
+
+
+class AsyncClaudeLLM(ClaudeLLM):
+    """:class:`ClaudeLLM` over ``anthropic.AsyncAnthropic``: an ``async def`` model for
+    :func:`~primer.agents.async_loop.run_agent_async` (the sync loop runs each call to
+    completion). Same options, except ``exact_count`` (the before-call budget check is
+    synchronous: ``ValueError``); ``client`` is an ``anthropic.AsyncAnthropic``."""
+
+    _client_class = anthropic.AsyncAnthropic
+
+    def __init__(self, model: str | None = None, *,
+                 client: anthropic.AsyncAnthropic | None = None, **options: Any) -> None:
+        if options.get("exact_count"):
+            raise ValueError("AsyncClaudeLLM cannot count tokens before a call (the budget "
+                             "check is synchronous); use ClaudeLLM(exact_count=True)")
+        super().__init__(model, client=client, **options)  # type: ignore[arg-type]
+
+    async def __call__(self, *, system: str, messages: list[Message],  # type: ignore[override]
+                       tools: list[dict[str, Any]], max_tokens: int,
+                       on_delta: DeltaSink | None = None) -> Reply:
+        self.calls += 1
+        kwargs = self.request(system=system, messages=messages, tools=tools,
+                              max_tokens=max_tokens)
+        try:
+            if not self.stream:
+                return reply_from_message(await self.client.messages.create(**kwargs))
+            relay = DeltaRelay(on_delta) if on_delta is not None else None
+            async with self.client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    relay_event(relay, event)
+                message = await stream.get_final_message()
+        except anthropic.APIError as e:
+            return self._on_error(e)
+        return reply_from_stream(message)
+
+    def count_tokens(self, *, system: str, messages: list[Message],
+                     tools: list[dict[str, Any]]) -> int:
+        """Not offered: the before-call budget check that asks for it is synchronous.
+        Raises :class:`PermanentModelError` saying to use :class:`ClaudeLLM`."""
+        raise PermanentModelError("AsyncClaudeLLM does not count tokens before a call; use "
+                                  "ClaudeLLM(exact_count=True) for an exact budget check")
+
+
+#: The SDK stream events that carry deltas (the rest are snapshots or message events).
+_BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
+
+
+def relay_event(relay: DeltaRelay | None, event: Any) -> None:
+    """Hand one SDK stream event to ``relay`` (in the wire shape), if it carries a delta."""
+    if relay is not None and event.type in _BLOCK_EVENTS:
+        relay.feed(event.model_dump(mode="json", exclude_none=True))
+
+
+def reply_from_stream(message: Any) -> Reply:
+    """The reply of a finished stream (:func:`reply_from_message`); a stream that ended
+    before its ``message_stop`` (no ``stop_reason``: the connection dropped) raises
+    :class:`TransientModelError` instead, so nothing it half-wrote is acted on."""
+    if message.stop_reason is None:
+        written = ", ".join(b.type for b in message.content) or "nothing"
+        raise TransientModelError(f"the stream ended before its message_stop (it had written "
+                                  f"{written}); nothing in it was used", status=None)
+    return reply_from_message(message)
 
 
 def reply_from_message(message: Any) -> Reply:
@@ -182,10 +288,16 @@ def block_to_dict(block: Any) -> Block:
     if isinstance(block, dict):
         return block
     d = block.model_dump(mode="json", exclude_none=True)
-    if d.get("type") == "tool_use":  # our shape: exactly the four fields the API reads back
+    kind = d.get("type")
+    if kind == "tool_use":  # our shape: exactly the four fields the API reads back
         return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input")}
-    if d.get("type") == "text":
+    if kind == "text":
         return {"type": "text", "text": d.get("text", "")}
+    if kind == "thinking":  # sent back byte for byte: the API checks the signature
+        return {"type": "thinking", "thinking": d.get("thinking", ""),
+                "signature": d.get("signature", "")}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": d.get("data", "")}
     return d
 
 
@@ -196,19 +308,25 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
     """Classify an SDK error: retry it, stop on the context window, or give up.
 
     - 429, 408, 409, 5xx (529 overloaded included), timeouts and connection errors:
-      :class:`TransientModelError` with the ``retry-after`` seconds the server sent;
+      :class:`TransientModelError` with the ``retry-after`` seconds the server sent and the
+      status (``None`` for no answer); an ``error`` event in the middle of a stream (HTTP
+      200) counts as the status its type stands for (``overloaded_error``: 529);
     - a 400 whose message says the prompt is too long: a :class:`Reply` with
       ``stop_reason="model_context_window_exceeded"`` and no content;
     - any other error: :class:`PermanentModelError` whose message says what to fix.
     """
     if isinstance(e, anthropic.APIConnectionError):  # includes APITimeoutError
-        return TransientModelError(f"could not reach the API ({type(e).__name__}): {e}")
+        return TransientModelError(f"could not reach the API ({type(e).__name__}): {e}",
+                                   status=None)
     status = getattr(e, "status_code", None)
     text = _error_message(e)
+    if status == 200:  # an error event in the middle of a stream: its type says which
+        status = _STREAM_ERROR_STATUS.get(_error_type(e), status)
     if status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
         kind = {429: "rate limited", 529: "overloaded"}.get(status, "server error")
         return TransientModelError(f"the API answered {status} ({kind}): {text}",
-                                   retry_after_s=retry_after_s(e.response.headers))
+                                   retry_after_s=retry_after_s(e.response.headers),
+                                   status=status)
     if status == 400 and _PROMPT_TOO_LONG in text.lower():
         return Reply([], "model_context_window_exceeded", Usage())
     hint = {401: f"check {API_KEY_ENV_VAR}: the API did not accept the key",
@@ -218,6 +336,16 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
             400: "the request was malformed; the message above says which field"}.get(
                 status or 0, "see the message above")
     return PermanentModelError(f"the API answered {status}: {text} ({hint})")
+
+
+#: The status an ``error`` event in the middle of a stream stands for, by its ``type``.
+_STREAM_ERROR_STATUS = {"overloaded_error": 529, "api_error": 500, "rate_limit_error": 429}
+
+
+def _error_type(e: anthropic.APIError) -> str | None:
+    body = getattr(e, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    return inner.get("type") if isinstance(inner, dict) else None
 
 
 def _error_message(e: anthropic.APIError) -> str:

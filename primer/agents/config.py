@@ -54,6 +54,11 @@ class AgentConfig:
     """Dollars (USD) the run may spend at ``prices``; ``None``: no limit."""
     prices: Prices = field(default_factory=Prices)
     """USD per million tokens (default 5 input / 25 output)."""
+    model_prices: dict[str, Prices] = field(default_factory=dict)
+    """Prices of particular models, by the model id a reply names (``Reply.model``): a reply
+    from a model listed here is priced at its own prices, any other at ``prices`` (so a run
+    whose fallback model answered some calls costs what each model charged). The budget
+    check before a call assumes ``prices``."""
     repeat_threshold: int | None = 3
     """Stop when the same tool with the same input (key order ignored, 1.0 read as 1) has
     been requested this many times; ``None`` turns loop detection off."""
@@ -88,7 +93,8 @@ class AgentConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """The backoff between retries (1 s, 2 s, 4 s ... with seeded jitter)."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
-    """How the run waits (seconds; injectable, e.g. ``ManualClock().sleep``)."""
+    """How the run waits (seconds; injectable, e.g. ``ManualClock().sleep``). The async loop
+    awaits ``asyncio.sleep`` in place of the default ``time.sleep``."""
     compact_share: float | None = 0.6
     """Once the prompt passes this share of ``context_window``, summarise older turns with
     ``summarizer`` before the next call (see :mod:`primer.agents.context`); ``None``: off."""
@@ -103,6 +109,11 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if isinstance(self.prices, dict):
             self.prices = Prices(**self.prices)
+        if not isinstance(self.model_prices, dict):
+            raise ValueError(f"AgentConfig: model_prices must be a dict of model id to Prices "
+                             f"(got {type(self.model_prices).__name__})")
+        self.model_prices = {m: Prices(**p) if isinstance(p, dict) else p
+                             for m, p in self.model_prices.items()}
         if isinstance(self.retry, dict):
             self.retry = RetryPolicy(**self.retry)
         problems = rule_problems(self)
@@ -110,12 +121,21 @@ class AgentConfig:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting but the functions, JSON-ready (for traces and checkpoints)."""
+        """Every setting but the functions (and ``model_prices`` when empty), JSON-ready (for
+        traces and checkpoints)."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__
              if k not in CALLABLE_SETTINGS}
         d["prices"] = asdict(self.prices)
+        if self.model_prices:  # (left out when empty: older traces and journals stay as they are)
+            d["model_prices"] = {m: asdict(p) for m, p in self.model_prices.items()}
+        else:
+            del d["model_prices"]
         d["retry"] = asdict(self.retry)
         return d
+
+    def prices_for(self, model: str) -> Prices:
+        """The prices of ``model`` (a model id): its ``model_prices`` entry, else ``prices``."""
+        return self.model_prices.get(model, self.prices) if self.model_prices else self.prices
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentConfig:
@@ -201,6 +221,17 @@ def rule_problems(config: AgentConfig) -> list[str]:
         problem = rule.problem(name, value)
         if problem:
             problems.append(problem)
+    for model, prices in config.model_prices.items():  # each model's Prices, row by row
+        if not isinstance(prices, Prices):
+            problems.append(f"model_prices[{model!r}] must be a Prices (got "
+                            f"{type(prices).__name__})")
+            continue
+        for name, rule in RULES.items():
+            owner, _, attr = name.rpartition(".")
+            if owner == "prices":
+                problem = rule.problem(f"model_prices[{model!r}].{attr}", getattr(prices, attr))
+                if problem:
+                    problems.append(problem)
     for name, words in CHOICES.items():
         value = getattr(config, name)
         if value not in words:

@@ -8,7 +8,8 @@ can show the exits without reading any source.
 
 The loop makes them in this order (:data:`ORDER` lists the same tuples by phase):
 
-* :data:`BEFORE_CALL` — the step limit, the wall clock; then older turns may be compacted;
+* :data:`BEFORE_CALL` — the step limit, the wall clock, the caller's cancel signal; then
+  older turns may be compacted;
 * :data:`BEFORE_SEND` — the context window, and in ``budget_check="before"`` mode whether the
   call could overspend a budget;
 * the model call;
@@ -92,6 +93,25 @@ def check_wall_clock(state: RunState) -> Stop | None:
     if limit is not None and state.config.clock() - state.started_at >= limit:
         return Stop(StopCause.WALL_CLOCK, f"the wall-clock limit of {limit:g} s passed "
                                           f"before model call {state.model_calls + 1}")
+    return None
+
+
+@stops(StopCause.CANCELLED)
+def check_cancelled(state: RunState) -> Stop | None:
+    """Stop when the caller's cancel signal is set (checked before each model call).
+
+    A call of the last reply that had not started when the signal was set did not run: it
+    was answered with a ``not_run`` result, so the run stops with every ``tool_use``
+    answered and can be continued later.
+    """
+    cancel = state.cancel
+    if cancel is not None and cancel.is_set():
+        unrun = sum(e.error_kind == "not_run" for e in state.steps[-1].executions) \
+            if state.steps else 0
+        return Stop(StopCause.CANCELLED,
+                    f"the run was cancelled before model call {state.model_calls + 1}"
+                    + (f"; {unrun} tool call{'s' if unrun > 1 else ''} of call "
+                       f"{state.model_calls} had not started and did not run" if unrun else ""))
     return None
 
 
@@ -366,7 +386,7 @@ def _json_text(text: str) -> str:
 # ---------------------------------------------------------------- the order, as data
 
 #: Checked before each model call, before anything else.
-BEFORE_CALL: tuple[Check, ...] = (check_step_limit, check_wall_clock)
+BEFORE_CALL: tuple[Check, ...] = (check_step_limit, check_wall_clock, check_cancelled)
 #: Checked on the request about to be sent (after older turns may have been compacted).
 BEFORE_SEND: tuple[Check, ...] = (check_context, check_budgets_before_call)
 #: Checked on each model reply, before any of its tools run.

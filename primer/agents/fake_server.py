@@ -17,6 +17,11 @@ offline and over HTTP. Its :class:`~primer.agents.llm.Reply` is rendered into th
 with every field the SDKs require (``id``, ``type``, ``role``, ``model``, ``content``,
 ``stop_reason``, ``stop_sequence``, ``usage``). Extra request fields are tolerated.
 
+With ``"stream": true`` a reply comes as server-sent events (those of
+:func:`~primer.agents.streaming.wire_events`); :meth:`FakeModelServer.cut_next_stream` cuts
+the next one off mid tool call. With thinking enabled the server signs each ``thinking``
+block and applies the API's rules (:mod:`primer.agents.thinking`), 400 when one is broken.
+
 Errors come back as the API sends them: a status code and a body
 ``{"type": "error", "error": {"type": ..., "message": ...}}``. Script them with
 :meth:`FakeModelServer.fail_next` (e.g. two 429s with ``retry-after``, then a reply). A
@@ -34,6 +39,8 @@ Every request is recorded (path, headers with the API key redacted, JSON body) i
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import json
 import threading
@@ -45,6 +52,8 @@ from urllib.parse import urlsplit
 
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import Message
+from .streaming import CUTS, wire_events
+from .thinking import MIN_THINKING_BUDGET, tool_round_problem
 
 #: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -77,6 +86,13 @@ class ScriptedError:
     retry_after_s: float | None = None
 
 
+@dataclass
+class ServerSentEvents:
+    """A streamed reply: the ``events`` to send, each ``event: <type>`` / ``data: <json>``."""
+
+    events: list[dict[str, Any]]
+
+
 class RequestError(Exception):
     """A request the server rejects with ``status`` and an API-format error body."""
 
@@ -96,7 +112,9 @@ class FakeModelServer:
     """A local HTTP server speaking the Messages API (and chat completions) over ``llm``.
 
     ``llm`` answers every model request (any :class:`~primer.agents.llm.LLM`). Replies
-    name the model the request asked for (``model`` when it asked for none). Use as a
+    name the model the request asked for (``model`` when it asked for none). Thinking
+    blocks are signed with an HMAC under ``signing_key`` (fixed by default, so runs repeat
+    exactly; the real API's signatures are opaque). Use as a
     context manager, or call :meth:`start` and :meth:`stop`. Attributes: ``base_url`` (``http://127.0.0.1:<port>``),
     ``requests`` (every :class:`RecordedRequest`, in order).
 
@@ -108,7 +126,8 @@ class FakeModelServer:
     ``cache_read_input_tokens`` (no minimum length, unlike the real API).
     """
 
-    def __init__(self, llm: LLM, *, model: str = "claude-fake-1") -> None:
+    def __init__(self, llm: LLM, *, model: str = "claude-fake-1",
+                 signing_key: bytes = b"fake-model-server") -> None:
         self.llm = llm
         self.model = model
         self.requests: list[RecordedRequest] = []
@@ -117,6 +136,9 @@ class FakeModelServer:
         self._errors: deque[ScriptedError] = deque()
         self._threads: dict[str, _Thread] = {}
         self._cached_prefixes: set[str] = set()
+        self._cuts: deque[str] = deque()
+        self._secret = signing_key
+        self._redacted: set[str] = set()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -176,6 +198,21 @@ class FakeModelServer:
         for _ in range(times):
             self._errors.append(ScriptedError(status, text, retry_after_s))
 
+    def cut_next_stream(self, how: str = "max_tokens") -> None:
+        """Cut the next streamed reply off half-way through its first ``tool_use`` block's
+        input (its last block's when it has none): ``how`` is ``"max_tokens"`` (the block
+        closes half-written and the reply stops with ``stop_reason`` ``max_tokens``),
+        ``"disconnect"`` (the connection closes, no ``message_stop``) or ``"overloaded"`` (an
+        ``overloaded_error`` event). ``ValueError`` for another ``how``."""
+        if how not in CUTS:
+            raise ValueError(f"cut_next_stream: how must be one of {', '.join(CUTS)}, "
+                             f"not {how!r}")
+        self._cuts.append(how)
+
+    def sign(self, thinking: str) -> str:
+        """The signature this server gives a ``thinking`` block with text ``thinking``."""
+        return hmac.new(self._secret, thinking.encode(), hashlib.sha256).hexdigest()
+
     @property
     def model_requests(self) -> list[RecordedRequest]:
         """The recorded requests to a model endpoint (not ``count_tokens``)."""
@@ -203,7 +240,13 @@ class FakeModelServer:
                 return self._scripted_error(scripted)
             if path == "/v1/chat/completions":
                 return 200, {}, self._chat_completion(body)
-            return 200, {}, self._message(body)
+            wire = self._message(body)
+            if body.get("stream") is True:
+                with self._lock:
+                    cut = self._cuts.popleft() if self._cuts else None
+                return 200, {}, ServerSentEvents(wire_events(wire, cut=cut,
+                                                             max_tokens=body["max_tokens"]))
+            return 200, {}, wire
         except RequestError as e:
             return e.status, {}, error_body(e.status, e.message, e.details)
         except Exception as e:  # noqa: BLE001 - a failing script is a 500, never a crash
@@ -214,11 +257,14 @@ class FakeModelServer:
     def _message(self, body: dict[str, Any]) -> dict[str, Any]:
         system, messages, tools, thread = self._prompt(body)
         check_tool_pairing(messages)
+        thinking = self._thinking(body, messages)
         reply = self.llm(system=system, messages=messages, tools=tools,
                          max_tokens=int(body["max_tokens"]))
         msg_id = f"msg_fake_{next(self._ids):04d}"
         usage = self._cached_usage(body, system, tools, reply.usage)
         wire = message_json(reply, msg_id, str(body.get("model") or self.model), usage)
+        if thinking:
+            wire["content"] = [self._signed(b) for b in wire["content"]]
         if thread is not None:
             thread.messages = [*messages, {"role": "assistant", "content": wire["content"]}]
             with self._lock:
@@ -262,6 +308,43 @@ class FakeModelServer:
         messages = [strip_cache_control(m) for m in body["messages"]]
         thread = _Thread(system, tools) if thread_param is not None else None
         return system, messages, tools, thread
+
+    def _thinking(self, body: dict[str, Any], messages: list[Message]) -> bool:
+        """Whether the request enables thinking, after the API's checks of the setting and
+        of the thinking blocks it sends back (a :class:`RequestError` when one fails)."""
+        thinking = body.get("thinking")
+        if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+            return False
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or isinstance(budget, bool) \
+                or budget < MIN_THINKING_BUDGET:
+            raise RequestError(400, f"thinking.enabled.budget_tokens: Input should be greater "
+                                    f"than or equal to {MIN_THINKING_BUDGET}")
+        if int(body["max_tokens"]) <= budget:
+            raise RequestError(400, "`max_tokens` must be greater than "
+                                    "`thinking.budget_tokens`")
+        problem = tool_round_problem(messages, self.issued)
+        if problem:
+            raise RequestError(400, problem)
+        return True
+
+    def _signed(self, block: dict[str, Any]) -> dict[str, Any]:
+        if block.get("type") == "thinking":
+            return {"type": "thinking", "thinking": block.get("thinking", ""),
+                    "signature": self.sign(block.get("thinking", ""))}
+        if block.get("type") == "redacted_thinking":
+            with self._lock:
+                self._redacted.add(str(block.get("data")))
+        return block
+
+    def issued(self, block: dict[str, Any]) -> bool:
+        """Whether a thinking block is exactly as this server sent it (its signature, or a
+        redacted block's ``data``, is one it issued)."""
+        if block.get("type") == "thinking":
+            return hmac.compare_digest(str(block.get("signature", "")),
+                                       self.sign(str(block.get("thinking", ""))))
+        with self._lock:
+            return str(block.get("data")) in self._redacted
 
     @staticmethod
     def _prompt_tokens(system: str, messages: list[Message], tools: list[dict[str, Any]]) -> int:
@@ -314,6 +397,9 @@ class _Handler(BaseHTTPRequestHandler):
         with self.owner._lock:
             self.owner.requests.append(RecordedRequest(parts.path, parts.query, headers, body))
         status, extra, payload = self.owner.handle(parts.path, body)
+        if isinstance(payload, ServerSentEvents):
+            self._stream(payload)
+            return
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
@@ -323,6 +409,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, sse: ServerSentEvents) -> None:
+        """Send the events one by one, flushed, then close the connection (which is how
+        the body of a stream without a length ends)."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.send_header("request-id", f"req_fake_{len(self.owner.requests):04d}")
+        self.end_headers()
+        self.close_connection = True
+        for event in sse.events:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Silent: a line on stderr would fail a notebook cell."""

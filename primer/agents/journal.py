@@ -30,7 +30,9 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
     a person's ``approved`` yes or no for ``tool_use_id``, with a ``note``, the
     ``input_sha256`` of the exact input they saw, and ``at`` (UTC time).
 ``stop`` (fsynced)
-    ``stop_cause``, ``stop_detail``, ``summary``, ``final_text``.
+    ``stop_cause``, ``stop_detail``, ``summary``, ``final_text``. After an
+    ``awaiting_approval`` or ``cancelled`` stop the run may go on: a resume appends to the
+    same file.
 
 Any line but ``header`` and ``decision`` may carry what the run gained since the line before:
 ``messages`` (appended), ``executions`` (added to the last step), ``steps`` (new steps) and
@@ -64,6 +66,10 @@ from .state import canonical_call
 FORMAT_NAME = "primer-checkpoint"
 #: The format this module writes (1 was a single JSON file); a newer version is refused.
 FORMAT_VERSION = 2
+
+#: Stop causes after which a journal is not finished: resume continues the run (its status
+#: is the cause's name).
+RESUMABLE_STOPS = ("awaiting_approval", "cancelled")
 
 KEY_ENV = "PRIMER_CHECKPOINT_KEY"
 KEY_FILE_ENV = "PRIMER_CHECKPOINT_KEY_FILE"
@@ -221,10 +227,11 @@ class Journal:
 
     ``header`` is the first line; ``state`` the run in :meth:`RunState.to_dict` form;
     ``calls`` the last reply's recorded calls by ``tool_use_id`` (when it paused or died
-    with calls in flight); ``status`` is ``running``, ``awaiting_approval`` or ``finished``;
-    ``result`` the ``stop`` line's fields once finished; ``notes`` what the reader left out
-    (a torn last line). ``size`` is the length in bytes of the verified lines, ``mac`` the
-    last line's mac (where an append continues the chain).
+    with calls in flight); ``status`` is ``running``, ``awaiting_approval``, ``cancelled``
+    (stopped by the caller's cancel signal, every call answered: resume continues it) or
+    ``finished``; ``result`` the ``stop`` line's fields once it stopped; ``notes`` what the
+    reader left out (a torn last line). ``size`` is the length in bytes of the verified
+    lines, ``mac`` the last line's mac (where an append continues the chain).
     """
 
     path: Path
@@ -298,7 +305,7 @@ class Journal:
         elif kind == "stop":
             self.result = {k: r[k] for k in ("stop_cause", "stop_detail", "summary",
                                              "final_text")}
-            self.status = ("awaiting_approval" if r["stop_cause"] == "awaiting_approval"
+            self.status = (r["stop_cause"] if r["stop_cause"] in RESUMABLE_STOPS
                            else "finished")
 
     def _apply_delta(self, r: dict[str, Any]) -> None:

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .jsontext import compact
-from .messages import Block, Message, blocks_of, text_block, tool_use_block, tool_uses_of
+from .messages import (
+    Block,
+    Message,
+    blocks_of,
+    text_block,
+    thinking_block,
+    tool_use_block,
+    tool_uses_of,
+)
+from .streaming import DeltaRelay, DeltaSink, wire_events
 
 #: Stop reasons a reply may carry (the Anthropic Messages API's set).
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn",
@@ -138,20 +147,27 @@ def estimate_tokens(obj: Any) -> int:
     return math.ceil(len(text) / 4)
 
 
-def text_reply(text: str, stop_reason: str = "end_turn") -> Reply:
-    """A scripted reply holding one text block (usage is filled in by ``ScriptedLLM``)."""
-    return Reply([text_block(text)], stop_reason)
+def text_reply(text: str, stop_reason: str = "end_turn", *, thinking: str | None = None
+               ) -> Reply:
+    """A scripted reply holding one text block (usage is filled in by ``ScriptedLLM``);
+    ``thinking`` puts a ``thinking`` block (extended thinking, no signature) before it."""
+    return Reply([*([thinking_block(thinking)] if thinking else []), text_block(text)],
+                 stop_reason)
 
 
 def tool_reply(*calls: tuple[str, Any] | tuple[str, Any, str], text: str | None = None,
-               stop_reason: str = "tool_use") -> Reply:
+               stop_reason: str = "tool_use", thinking: str | None = None) -> Reply:
     """A scripted reply asking for one or more tool calls.
 
     Each call is ``(name, input)`` or ``(name, input, id)``. Calls without an id get a
     deterministic one from the ``ScriptedLLM`` that returns the reply (``toolu_<call>_<k>``).
-    ``text`` adds a text block before the calls (a short thought, as in ReAct).
+    ``text`` adds a text block before the calls (a short thought, as in ReAct);
+    ``thinking`` a ``thinking`` block before everything (extended thinking, no signature:
+    a server that speaks the API signs it).
     """
-    content: list[Block] = [text_block(text)] if text else []
+    content: list[Block] = [thinking_block(thinking)] if thinking else []
+    if text:
+        content.append(text_block(text))
     for call in calls:
         name, args = call[0], call[1]
         content.append(tool_use_block(call[2] if len(call) > 2 else "", name, args))
@@ -171,14 +187,17 @@ class TransientModelError(RuntimeError):
 
     Adapters raise it so the loop's model-call retry can wait and try again. ``retry_after_s``
     is the wait in seconds the provider asked for (its ``retry-after`` header), or ``None``;
-    ``usage`` the tokens the failed call still consumed, if the provider reported any.
+    ``usage`` the tokens the failed call still consumed, if the provider reported any;
+    ``status`` the HTTP status (429, 529, 5xx, ...), or ``None`` when no answer came (a lost
+    connection, a timeout, a stream that broke off): what a fallback model decides on.
     """
 
     def __init__(self, message: str, retry_after_s: float | None = None,
-                 usage: Usage | None = None) -> None:
+                 usage: Usage | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.usage = usage
+        self.status = status
 
 
 def retry_after_s(headers: Any) -> float | None:
@@ -216,14 +235,19 @@ class ScriptedLLM:
     ``max_tokens``: a reply whose estimate is larger comes back with ``stop_reason
     "max_tokens"`` and ``output_tokens == max_tokens`` (its content is kept as scripted).
 
+    With ``stream=True`` it streams like a real model: the loop passes ``on_delta`` and each
+    reply reaches it as the deltas of :mod:`primer.agents.streaming` (the events the
+    Messages API would send for it) before the reply is returned, unchanged.
+
     Raises :class:`ScriptExhausted` when a list script runs out, naming the call.
     """
 
     def __init__(self, script: Sequence[ReplyLike] | Policy, *, model: str = "scripted",
-                 name: str = "scripted model") -> None:
+                 name: str = "scripted model", stream: bool = False) -> None:
         self.script = script
         self.model = model
         self.name = name
+        self.stream = stream
         self.calls = 0
         self._tools_ref: Any = None
         self._tools_tokens = 0
@@ -254,7 +278,7 @@ class ScriptedLLM:
         return self.script[self.calls]
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int) -> Reply:
+                 max_tokens: int, on_delta: DeltaSink | None = None) -> Reply:
         raw = self._next(messages)
         self.calls += 1
         reply = _as_reply(raw)
@@ -269,7 +293,13 @@ class ScriptedLLM:
         output, stop_reason = estimate_tokens(content), reply.stop_reason
         if output > max_tokens:  # a real model stops writing at max_tokens: so does this one
             output, stop_reason = max_tokens, "max_tokens"
-        return Reply(content, stop_reason, Usage(prompt, output), self.model)
+        out = Reply(content, stop_reason, Usage(prompt, output), self.model)
+        if on_delta is not None and self.stream:
+            relay = DeltaRelay(on_delta)
+            for event in wire_events({"content": content, "stop_reason": stop_reason,
+                                      "usage": out.usage.to_dict()}):
+                relay.feed(event)
+        return out
 
 
 def _as_reply(raw: ReplyLike) -> Reply:

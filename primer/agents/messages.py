@@ -10,6 +10,10 @@ and each block is one of::
     {"type": "tool_use", "id": str, "name": str, "input": dict}
     {"type": "tool_result", "tool_use_id": str, "content": str, "is_error": bool}
 
+and, from a model with extended thinking, ``{"type": "thinking", "thinking": str,
+"signature": str}`` and ``{"type": "redacted_thinking", "data": str}``: kept exactly as they
+came and sent back unchanged (the API checks the signature).
+
 The system prompt is not a message: it travels beside the list (the ``system`` argument
 of every model call). Everything here is JSON-serialisable, so a message list can be
 written to a trace or a checkpoint and read back unchanged.
@@ -25,6 +29,9 @@ from typing import Any
 Block = dict[str, Any]
 Message = dict[str, Any]
 
+#: Content block types that carry a model's extended thinking.
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
 
 def text_block(text: str) -> Block:
     """A ``text`` content block."""
@@ -39,6 +46,12 @@ def tool_use_block(id: str, name: str, input: Any) -> Block:  # noqa: A002 - the
     than crash while building it.
     """
     return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def thinking_block(thinking: str, signature: str = "") -> Block:
+    """A ``thinking`` block: the model's extended thinking and the ``signature`` the API
+    gives it (a scripted model leaves it empty; a server that speaks the API signs it)."""
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
 
 
 def tool_result_block(tool_use_id: str, content: str, is_error: bool = False) -> Block:

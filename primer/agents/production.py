@@ -136,14 +136,11 @@ class ToolRunner:
         attempt made elsewhere (a hung inline attempt) to count before any new one.
         """
         timeout = self.timeout_for(t)
-        call_id = str(block.get("id", ""))
-        rng: random.Random | None = None
         while True:
             if first is not None:
-                execution, caught = first[0], [first[1]]
-                first = None
+                (execution, error), first = first, None
             else:
-                caught = []
+                caught: list[TransientToolError] = []
 
                 def invoke(tool: Tool, args: dict[str, Any], tool_use_id: str,
                            caught: list[TransientToolError] = caught) -> Any:
@@ -157,30 +154,48 @@ class ToolRunner:
                         raise
 
                 execution = self.registry.run(block, invoke=invoke)
-            if not caught and not log:
-                return execution  # the common case: one attempt, no transient error
-            record: dict[str, Any] = {"attempt": len(log) + 1,
-                                      "kind": "ok" if not execution.is_error
-                                      else execution.error_kind,
-                                      "error": execution.content if execution.is_error else None,
-                                      "latency_s": execution.latency_s, "delay_s": None}
-            if t.side_effecting:
-                record["idempotency_key"] = idempotency_key(call_id)
-            log.append(record)
-            if not caught:
-                return self._finish(execution, log)
-            error = caught[0]
-            record["kind"] = error.kind
-            record["error"] = str(error)
-            if t.side_effecting and isinstance(error, ToolTimeout):
-                return self._finish(execution, log, _side_effect_timeout_message(t, call_id, error),
-                                    "timeout")
-            if len(log) > self.retries:
-                return self._finish(execution, log, _gave_up_message(t, log), error.kind
-                                    if len(log) == 1 else "gave_up")
-            rng = rng or self.policy.rng(call_id)
-            record["delay_s"] = self.policy.delay_s(len(log), rng, error.retry_after_s)
-            self.sleep(record["delay_s"])
+                error = caught[0] if caught else None
+                if error is None and not log:
+                    return execution  # the common case: one attempt, no transient error
+            outcome = self.after_attempt(block, t, execution, error, log)
+            if isinstance(outcome, ToolExecution):
+                return outcome
+            self.sleep(outcome)
+
+    def after_attempt(self, block: Block, t: Tool, execution: ToolExecution,
+                      error: TransientToolError | None,
+                      log: list[dict[str, Any]]) -> ToolExecution | float:
+        """What follows one attempt of ``t`` (its ``execution``, and the transient ``error``
+        it raised or ``None``), with ``log`` the attempts before it: the call's final
+        execution, or the seconds to wait before the next attempt (the attempt is logged).
+
+        The one retry rule of both loops (the async loop makes its attempts with asyncio and
+        asks this what follows each).
+        """
+        if error is None and not log:
+            return execution  # the common case: one attempt, no transient error
+        call_id = str(block.get("id", ""))
+        record: dict[str, Any] = {"attempt": len(log) + 1,
+                                  "kind": "ok" if not execution.is_error
+                                  else execution.error_kind,
+                                  "error": execution.content if execution.is_error else None,
+                                  "latency_s": execution.latency_s, "delay_s": None}
+        if t.side_effecting:
+            record["idempotency_key"] = idempotency_key(call_id)
+        log.append(record)
+        if error is None:
+            return self._finish(execution, log)
+        record["kind"] = error.kind
+        record["error"] = str(error)
+        if t.side_effecting and isinstance(error, ToolTimeout):
+            return self._finish(execution, log, _side_effect_timeout_message(t, call_id, error),
+                                "timeout")
+        if len(log) > self.retries:
+            return self._finish(execution, log, _gave_up_message(t, log), error.kind
+                                if len(log) == 1 else "gave_up")
+        record["delay_s"] = self.policy.delay_s(len(log), _rng_at(self.policy, call_id, len(log)),
+                                                error.retry_after_s)
+        return record["delay_s"]
 
     @staticmethod
     def _finish(execution: ToolExecution, log: list[dict[str, Any]], content: str | None = None,
@@ -192,6 +207,16 @@ class ToolRunner:
         execution.latency_s = sum(r["latency_s"] for r in log)
         execution.attempt_log = log
         return execution
+
+
+def _rng_at(policy: RetryPolicy, key: str, retry: int) -> random.Random:
+    """The call's jitter generator as it stands before retry ``retry`` (1-based): seeded
+    afresh and advanced past the draws of the retries before, so each wait is the same
+    whichever loop, thread or process computes it."""
+    rng = policy.rng(key)
+    for _ in range(retry - 1):
+        rng.random()
+    return rng
 
 
 class _Caught(threading.local):
@@ -213,7 +238,7 @@ def _invoke_untimed(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
 
 
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
-    done = ("its process was stopped, possibly part-way" if error.stopped
+    done = (f"{error.how}, possibly part-way" if error.stopped
             else "the call was abandoned, not stopped, so it may still complete")
     return (f"{t.name} timed out after {error.timeout_s:g} s; {done}. It changes state, so it "
             f"was not retried automatically: the first attempt may already have taken effect. "
@@ -254,7 +279,6 @@ def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: 
     Raises :class:`ModelRetriesExhausted` when every attempt failed transiently; any other
     exception from ``call`` propagates at once (it is not transient).
     """
-    rng: random.Random | None = None
     error = first
     while True:
         if error is None:
@@ -263,17 +287,28 @@ def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: 
                 return call()
             except TransientModelError as e:
                 error = e
-        usage = error.usage if isinstance(error.usage, Usage) else None
-        record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
-                  "retry_after_s": error.retry_after_s, "delay_s": None,
-                  "usage": usage.to_dict() if usage else None}
-        failed.append(record)
-        if len(failed) > retries:
-            raise ModelRetriesExhausted(failed) from error
-        rng = rng or policy.rng(key)
-        record["delay_s"] = policy.delay_s(len(failed), rng, error.retry_after_s)
-        sleep(record["delay_s"])
+        sleep(model_failure(error, retries=retries, policy=policy, key=key, failed=failed))
         error = None
+
+
+def model_failure(error: TransientModelError, *, retries: int, policy: RetryPolicy, key: str,
+                  failed: list[dict[str, Any]]) -> float:
+    """Record one failed model attempt in ``failed``; the seconds to wait before the next.
+
+    The bookkeeping of :func:`call_model_with_retries`, shared with the async loop's model
+    retries. Raises :class:`ModelRetriesExhausted` (from ``error``) once ``failed`` holds
+    more than ``retries`` attempts.
+    """
+    usage = error.usage if isinstance(error.usage, Usage) else None
+    record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
+              "retry_after_s": error.retry_after_s, "delay_s": None,
+              "usage": usage.to_dict() if usage else None}
+    failed.append(record)
+    if len(failed) > retries:
+        raise ModelRetriesExhausted(failed) from error
+    record["delay_s"] = policy.delay_s(len(failed), _rng_at(policy, key, len(failed)),
+                                       error.retry_after_s)
+    return record["delay_s"]
 
 
 def failed_usage(failed: list[dict[str, Any]]) -> Usage:

@@ -137,8 +137,11 @@ class JournalRecorder:
     def stopped(self, state: RunState, stop: Stop, summary: str,
                 final_text: str | None) -> str | None:
         """Record how the run ended and close the journal; returns its path (``None`` when
-        the run never wrote one). A pause that gained nothing since its line adds none."""
-        if self._fd is None:
+        the run never wrote one). A pause that gained nothing since its line adds none. A
+        cancelled run is always recorded (the journal is created if need be), so that it can
+        be continued later."""
+        cancelled = stop.cause is StopCause.CANCELLED
+        if self._fd is None and not cancelled:
             return None
         pause = stop.cause is StopCause.AWAITING_APPROVAL
         with self._mutex:
@@ -148,7 +151,7 @@ class JournalRecorder:
             self._write(state, {"type": "stop", "stop_cause": stop.cause.value,
                                 "stop_detail": stop.detail, "summary": summary,
                                 "final_text": final_text}, durable=True)
-            self.status = "awaiting_approval" if pause else "finished"
+            self.status = stop.cause.value if pause or cancelled else "finished"
             state.emit("checkpoint", path=str(self.path), status=self.status)
         path = str(self.path)
         self.close()

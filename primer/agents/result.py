@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from .llm import Reply, Usage
-from .messages import Block, Message
+from .messages import THINKING_TYPES, Block, Message
 from .state import Step, Stop, StopCause
 from .tools import ToolExecution, compact_json
 
@@ -86,6 +86,7 @@ _HEADLINES = {
     StopCause.AWAITING_APPROVAL: "Paused for approval: {detail}",
     StopCause.MODEL_ERROR: "Stopped on a model error: {detail}",
     StopCause.INVALID_OUTPUT: "Stopped on an invalid final answer: {detail}",
+    StopCause.CANCELLED: "Cancelled: {detail}",
 }
 
 
@@ -143,6 +144,10 @@ def call_cells(tool_uses: list[Block], ran: list[dict[str, Any]],
     return calls, results
 
 
+#: How a step table marks a reply that thought before it answered or asked for tools.
+THOUGHT_MARK = "[thought]"
+
+
 def step_row(index: int, reply: Reply, ran: list[dict[str, Any]], tokens_so_far: int,
              cost_so_far_usd: float, *, unrun: str = "awaiting approval",
              request: str | None = None) -> dict[str, Any]:
@@ -153,7 +158,9 @@ def step_row(index: int, reply: Reply, ran: list[dict[str, Any]], tokens_so_far:
     :func:`call_cells`; a step with no results shows the reply's text, and with
     ``unrun="not run"`` names the calls that did not run); ``in`` / ``out`` (the call's
     reported prompt and output tokens); ``tokens so far`` and ``cost so far USD`` (the run's
-    running totals after this step: tokens; USD, four decimals).
+    running totals after this step: tokens; USD, four decimals). A reply that thought
+    (a ``thinking`` or ``redacted_thinking`` block) has its ``tool calls`` cell start with
+    :data:`THOUGHT_MARK`.
     """
     calls, results = call_cells(reply.tool_uses, ran, unrun)
     if not ran:
@@ -161,6 +168,8 @@ def step_row(index: int, reply: Reply, ran: list[dict[str, Any]], tokens_so_far:
         if unrun == "not run":
             asked = ", ".join(str(b.get("name")) for b in reply.tool_uses)
             calls = f"not run: {asked}" if asked else "-"
+    if any(isinstance(b, dict) and b.get("type") in THINKING_TYPES for b in reply.content):
+        calls = f"{THOUGHT_MARK} {calls}"
     row: dict[str, Any] = {"step": index}
     if request is not None:
         row["request"] = request

@@ -34,24 +34,26 @@ from .llm import LLM
 from .messages import Block
 from .recorder import JournalRecorder
 from .result import AgentResult
-from .state import EventSink, RunState, Stop, StopCause
+from .state import CancelSignal, EventSink, RunState, Stop, StopCause
 from .steps import after_tools, finish
 from .tools import Tool, ToolExecution, ToolRegistry
 
 
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
            on_event: EventSink | None = None,
-           hooks: Hooks | Iterable[Hooks] | None = None) -> AgentResult:
+           hooks: Hooks | Iterable[Hooks] | None = None,
+           cancel: CancelSignal | None = None) -> AgentResult:
     """Continue the run recorded at ``path`` with model ``llm`` and the run's ``tools``.
 
     Decided calls of the paused reply run (approved ones with exactly the approved input,
     rejected ones answered with the rejection), recorded calls are not run again, then the
     loop goes on and the journal follows it. If a call still awaits a decision, nothing runs
     and the result is ``awaiting_approval`` again. A finished journal returns its stored
-    result and runs nothing. The wall-clock limit restarts at resume (time paused is not
-    counted). ``on_event`` and ``hooks`` work as in :func:`~primer.agents.run_agent` (hooks
-    also see the resumed calls; a hook that rewrites an approved call's input defeats the
-    approval, so do not).
+    result and runs nothing. A run that was cancelled goes on from where it stopped (every
+    call of it was answered). The wall-clock limit restarts at resume (time paused is not
+    counted). ``on_event``, ``hooks`` and ``cancel`` work as in
+    :func:`~primer.agents.run_agent` (hooks also see the resumed calls; a hook that rewrites
+    an approved call's input defeats the approval, so do not).
 
     Raises :class:`~primer.agents.journal.CheckpointError` for a bad journal, or when a
     call to run names a tool that ``tools`` lacks (resume with the tools the run started
@@ -60,6 +62,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
     recorder, journal = JournalRecorder.reopen(path)
     try:
         state = _state_of(journal, recorder, llm, tools, on_event, hooks)
+        state.on_delta, state.cancel = on_event, cancel
         if journal.status == "finished":
             recorder.close()
             return _stored_result(journal, state)

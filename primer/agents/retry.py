@@ -58,15 +58,17 @@ class RateLimited(TransientToolError):
 class ToolTimeout(TransientToolError):
     """A call passed its time limit of ``timeout_s`` seconds.
 
-    ``stopped`` is true when the work itself was stopped (a killed subprocess), false when
-    it was only abandoned (a thread, which Python cannot stop).
+    ``stopped`` is true when the work itself was stopped (a killed subprocess, a cancelled
+    ``async def`` tool), false when it was only abandoned (a thread, which Python cannot
+    stop). ``how`` says how it was stopped (default: "its process was stopped").
     """
 
     kind = "timeout"
 
-    def __init__(self, timeout_s: float, *, stopped: bool = False) -> None:
-        how = "its process was stopped" if stopped else "it may still be running"
-        super().__init__(f"timed out after {timeout_s:g} s ({how})")
+    def __init__(self, timeout_s: float, *, stopped: bool = False,
+                 how: str = "its process was stopped") -> None:
+        self.how = how if stopped else "it may still be running"
+        super().__init__(f"timed out after {timeout_s:g} s ({self.how})")
         self.timeout_s = timeout_s
         self.stopped = stopped
 

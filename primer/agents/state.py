@@ -50,6 +50,7 @@ class StopCause(str, Enum):
     AWAITING_APPROVAL = "awaiting_approval"  #: paused until a person approves a call
     MODEL_ERROR = "model_error"            #: the model call raised; work so far is kept
     INVALID_OUTPUT = "invalid_output"      #: the final answer failed its output_model check
+    CANCELLED = "cancelled"                #: the caller's cancel signal was set; resumable
 
     def __str__(self) -> str:
         return self.value
@@ -109,6 +110,14 @@ class Step:
 #: ``on_event(kind, data)``: called as the run goes (``run_start``, ``model_call``,
 #: ``tool_execution``, ``stop``, ...), e.g. a :class:`~primer.agents.trace.TraceWriter`.
 EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class CancelSignal(Protocol):
+    """What ``run_agent(..., cancel=...)`` takes: anything with ``is_set() -> bool``, such as
+    a ``threading.Event`` (or an ``asyncio.Event`` for the async loop). The loop reads it
+    before each model call and before each tool call starts; it never clears it."""
+
+    def is_set(self) -> bool: ...
 
 
 class Recorder(Protocol):
@@ -173,7 +182,9 @@ class RunState:
     allow-list), ``tool_defs`` (their definitions as sent), ``llm`` (the model), ``runner``
     (how one call runs: timeouts and retries; by default built from the config), ``hooks``,
     ``output_model`` (the pydantic model the final answer must satisfy, or ``None``),
-    ``recorder`` (where progress becomes durable, or ``None``) and ``on_event``.
+    ``recorder`` (where progress becomes durable, or ``None``), ``on_event``, ``on_delta``
+    (where a streaming model's deltas go: the caller's ``on_event``, never a trace file) and
+    ``cancel`` (the caller's :class:`CancelSignal`, or ``None``).
 
     Progress: ``messages``, ``steps``, ``usage`` and ``cost_usd`` (totals: tokens; USD),
     ``prompt_estimate`` (the running characters/4 estimate of system prompt + tool
@@ -205,6 +216,8 @@ class RunState:
     output: pydantic.BaseModel | None = None  #: the validated final answer
     compactions: int = 0
     tool_use_ids: set[str] = field(default_factory=set)
+    on_delta: EventSink | None = None
+    cancel: CancelSignal | None = None
 
     def __post_init__(self) -> None:
         if self.runner is None:

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from types import CoroutineType
 from typing import Any
 
+from .coroutines import run_to_completion
+from .cost import cost_usd
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
 from .llm import Reply, ScriptExhausted, TransientModelError, Usage
 from .messages import Block, assistant_message, text_block, tool_use_block, user_message
 from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
 from .result import AgentResult, summarize
-from .state import RunState, Step, Stop, StopCause
+from .state import EventSink, RunState, Step, Stop, StopCause
 from .timeouts import inline_calls, raise_if_abandoned, watched
 from .tools import ToolExecution, execute_tools, safe_str
 
@@ -35,36 +38,88 @@ def call_model(state: RunState) -> Stop | None:
     work so far is kept) or returned something the loop cannot act on, else ``None``.
     :class:`~primer.agents.llm.ScriptExhausted` (a bug in a script) propagates.
     """
-    c, llm, n = state.config, state.llm, state.model_calls + 1
-    assert llm is not None, "call_model needs state.llm"
+    c, n = state.config, state.model_calls + 1
+    assert state.llm is not None, "call_model needs state.llm"
     prompt_estimate = state.prompt_estimate
     failed: list[dict[str, Any]] = []  # transient failures of this call, retried
     raise_if_abandoned()
     start = time.perf_counter()
     try:
         try:  # the first attempt; a transient error goes on to the retries
-            raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                      max_tokens=c.max_tokens)
+            raw = ask_model(state)
         except TransientModelError as e:
             raw = call_model_with_retries(
-                lambda: llm(system=state.system, messages=state.messages,
-                            tools=state.tool_defs, max_tokens=c.max_tokens),
-                retries=c.model_retries, policy=c.retry, sleep=c.sleep,
-                key=f"model-call-{n}", failed=failed, first=e)
+                lambda: ask_model(state), retries=c.model_retries, policy=c.retry,
+                sleep=c.sleep, key=f"model-call-{n}", failed=failed, first=e)
     except ScriptExhausted:
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
-        _count_failed_attempts(state, failed)
-        what = (safe_str(e) if isinstance(e, ModelRetriesExhausted)
-                else f"{type(e).__name__}: {safe_str(e)}")
-        return Stop(StopCause.MODEL_ERROR, f"model call {n} failed: {what}")
-    latency = time.perf_counter() - start
+        return model_failed(state, e, failed)
+    return take_reply(state, raw, prompt_estimate, time.perf_counter() - start, failed)
+
+
+def ask_model(state: RunState, on_delta: EventSink | None = None) -> Any:
+    """One attempt of the model call: ``state.llm`` asked with :func:`model_request`; a
+    coroutine it returns (an ``async def`` model) is run to completion. Returns what the
+    model returned, not yet checked."""
+    llm = state.llm
+    assert llm is not None
+    if getattr(llm, "stream", False) is True:
+        raw = llm(**model_request(state, on_delta))
+    else:  # (the common case, without building a dict of the request)
+        raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
+                  max_tokens=state.config.max_tokens)
+    if type(raw) is Reply:
+        return raw
+    return run_to_completion(raw) if isinstance(raw, CoroutineType) else raw
+
+
+def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
+    """The keyword arguments of one model call: the run's ``system``, ``messages``,
+    ``tools`` and ``max_tokens``, and for a streaming model (one whose ``stream`` attribute
+    is ``True``) ``on_delta``, where its deltas go tagged with the step (default: the run's
+    ``on_delta``; see :func:`delta_sink`)."""
+    request = {"system": state.system, "messages": state.messages, "tools": state.tool_defs,
+               "max_tokens": state.config.max_tokens}
+    if getattr(state.llm, "stream", False) is True:
+        request["on_delta"] = delta_sink(state, on_delta or state.on_delta)
+    return request
+
+
+def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
+    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``."""
+    if sink is None:
+        return None
+    step = state.model_calls + 1
+
+    def on_delta(kind: str, data: dict[str, Any]) -> None:
+        sink(kind, {"step": step, **data})
+
+    return on_delta
+
+
+def model_failed(state: RunState, error: Exception, failed: list[dict[str, Any]]) -> Stop:
+    """The ``model_error`` stop for a call that raised ``error`` (after ``failed``, its
+    retried attempts, whose usage is counted)."""
     _count_failed_attempts(state, failed)
+    what = (safe_str(error) if isinstance(error, ModelRetriesExhausted)
+            else f"{type(error).__name__}: {safe_str(error)}")
+    return Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: {what}")
+
+
+def take_reply(state: RunState, raw: Any, prompt_estimate: int, latency_s: float,
+               failed: list[dict[str, Any]]) -> Stop | None:
+    """The end of a model call that returned ``raw``: count ``failed`` attempts, accept the
+    reply (:func:`accept_reply`) and record it (:func:`record_reply`); a ``model_error``
+    stop when it cannot be acted on, else ``None``."""
+    if failed:
+        _count_failed_attempts(state, failed)
+    n = len(state.steps) + 1
     reply = accept_reply(raw, n, state.tool_use_ids)
     if isinstance(reply, str):
         return Stop(StopCause.MODEL_ERROR,
                     f"model call {n} returned {reply}; nothing in it was acted on")
-    record_reply(state, reply, prompt_estimate, latency, failed)
+    record_reply(state, reply, prompt_estimate, latency_s, failed)
     return None
 
 
@@ -90,12 +145,15 @@ def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
 
 def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
                  failed: list[dict[str, Any]]) -> None:
-    """Add an accepted reply to the run: its usage (tokens; USD at the run's prices), its
+    """Add an accepted reply to the run: its usage (tokens; USD at its model's prices, see
+    :meth:`~primer.agents.config.AgentConfig.prices_for`), its
     :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
     n = len(state.steps) + 1
-    state.add_usage(reply.usage)
+    c = state.config
+    state.add_usage(reply.usage, cost_usd(reply.usage, c.prices_for(reply.model))
+                    if c.model_prices else None)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, model_retries=failed))
     state.append(assistant_message(reply.content))
@@ -183,19 +241,40 @@ def after_tools(state: RunState, calls: list[Block],
     into one user message in request order, the new ones are counted (usage of models
     inside tools, the no-progress window, ``tool_execution`` events) and recorded, then the
     :data:`~primer.agents.exits.AFTER_TOOLS` checks run; returns the first that fires. A
-    reply without calls (``pause_turn``) adds nothing.
+    reply without calls (``pause_turn``) adds nothing. (The async loop runs the calls its
+    own way and records them through the same :func:`calls_to_run` and :func:`add_results`.)
     """
     if not calls:
         return None
+    todo = calls if not settled and not state.steps[-1].executions else calls_to_run(
+        state, calls, settled)
+    return add_results(state, calls, run_calls(state, todo, reply_calls=calls, settled=settled),
+                       settled)
+
+
+def calls_to_run(state: RunState, calls: list[Block],
+                 settled: dict[str, ToolExecution] | None = None) -> list[Block]:
+    """The calls of ``calls`` that still need to run: those with no result on the last step
+    (run at a pause) and none in ``settled`` (``calls`` itself in the common case)."""
+    if not state.steps[-1].executions and not settled:
+        return calls
+    known = {e.tool_use_id for e in state.steps[-1].executions} | set(settled or ())
+    return [b for b in calls if b["id"] not in known]
+
+
+def add_results(state: RunState, calls: list[Block], ran: list[ToolExecution],
+                settled: dict[str, ToolExecution] | None = None) -> Stop | None:
+    """Record the results of a reply's ``calls``: those that just ``ran`` (the calls of
+    :func:`calls_to_run`, in order), those in ``settled`` and those already on the step, in
+    request order in one user message; count the new ones; then the
+    :data:`~primer.agents.exits.AFTER_TOOLS` checks (the first that fires, or ``None``)."""
     step = state.steps[-1]
-    if not step.executions and not settled:  # the common case: every call runs now
-        executions = new = run_calls(state, calls, reply_calls=calls)
+    if not step.executions and not settled:  # the common case: every call ran now
+        executions = new = ran
     else:
         earlier = {e.tool_use_id: e for e in step.executions}
         known = {**(settled or {}), **earlier}
-        todo = [b for b in calls if b["id"] not in known]
-        known.update((e.tool_use_id, e) for e in run_calls(state, todo, reply_calls=calls,
-                                                           settled=settled))
+        known.update((e.tool_use_id, e) for e in ran)
         executions = [known[b["id"]] for b in calls]
         new = [e for e in executions if e.tool_use_id not in earlier]
     step.executions = executions
@@ -231,21 +310,44 @@ def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecuti
     """One call: ``before_tool`` hooks, the runner (timeouts, retries), ``after_tool`` hooks.
 
     With a recorder, a side-effecting call is recorded as started (with its idempotency key)
-    before it runs and done after; ``record`` records the result of any call.
+    before it runs and done after; ``record`` records the result of any call. A call that
+    has not started when the run's cancel signal is set does not run: it gets a ``not_run``
+    result (:func:`cancelled_call`).
     """
     assert state.runner is not None
+    if state.cancel is not None and state.cancel.is_set():
+        return cancelled_call(state, block)
     if not state.hooks and state.recorder is None:
         return state.runner(block)  # nothing to wrap the call in
+    call, refused, durable = start_call(state, block)
+    if refused is not None:
+        return refused
+    return finish_call(state, call, state.runner(call), record or durable)
+
+
+def start_call(state: RunState, block: Block) -> tuple[Block, ToolExecution | None, bool]:
+    """The start of :func:`run_call` (and of the async loop's call): the ``before_tool``
+    hooks, then, for a side-effecting call with a recorder, its ``started`` record.
+
+    Returns ``(the call as the hooks left it, the result of a hook that refused it or None,
+    whether its result must be recorded)``.
+    """
     call = block
     if state.hooks:
         call, refused = before_tool_hooks(state.hooks, block, state.registry)
         if refused is not None:
-            return refused
+            return call, refused, False
     tool = state.registry.get(call.get("name"))
     side_effect = tool is not None and tool.side_effecting and state.recorder is not None
     if side_effect:
         state.recorder.call_started(state, call)  # type: ignore[union-attr]
-    return finish_call(state, call, state.runner(call), record or side_effect)
+    return call, None, side_effect
+
+
+def cancelled_call(state: RunState, block: Block) -> ToolExecution:
+    """The ``not_run`` result of a call that had not started when the run was cancelled."""
+    return not_run(block, Stop(StopCause.CANCELLED, "the cancel signal was set before this "
+                                                    "call started"))
 
 
 def finish_call(state: RunState, call: Block, execution: ToolExecution,
@@ -261,12 +363,15 @@ def finish_call(state: RunState, call: Block, execution: ToolExecution,
 
 def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
     """Count calls that just ran: usage of models inside them, the error window, and one
-    ``tool_execution`` event each for the trace (exactly once per call that ran)."""
+    ``tool_execution`` event each for the trace (exactly once per call that ran). A call
+    that did not run (``not_run``: the run was cancelled before it started) is no evidence
+    of progress or of its lack: it stays out of the error window."""
     index = state.steps[-1].index
     for e in executions:
         if e.usage is not None:  # models that ran inside the tool (a sub-agent)
             state.add_usage(e.usage, e.cost_usd)
-        state.recent_errors.append(e.is_error)
+        if e.error_kind != "not_run":
+            state.recent_errors.append(e.is_error)
         if state.on_event is not None:
             state.emit("tool_execution", step=index, **e.to_dict())
 
@@ -280,15 +385,27 @@ def pause(state: RunState, stop: Stop) -> AgentResult:
 
     Without a recorder nothing in the reply runs: every call stays pending.
     """
-    reply = state.last_reply
-    if state.recorder is not None:
-        state.recorder.paused(state, reply.tool_uses)
-        ready = [b for b in reply.tool_uses if not ((t := state.registry.get(b.get("name")))
-                                                    and t.needs_approval)]
-        ran = run_calls(state, ready, record_all=True)
+    return finish_pause(state, stop, run_calls(state, start_pause(state), record_all=True))
+
+
+def start_pause(state: RunState) -> list[Block]:
+    """Record the pause on the last reply (with a recorder) and return its calls that need
+    no approval, to run now; ``[]`` without a recorder (nothing in the reply runs)."""
+    if state.recorder is None:
+        return []
+    calls = state.last_reply.tool_uses
+    state.recorder.paused(state, calls)
+    return [b for b in calls if not ((t := state.registry.get(b.get("name")))
+                                     and t.needs_approval)]
+
+
+def finish_pause(state: RunState, stop: Stop, ran: list[ToolExecution]) -> AgentResult:
+    """The end of a pause: the calls that ``ran`` (of :func:`start_pause`) join the step and
+    are counted, then the run finishes, its other calls pending."""
+    if ran:
         state.steps[-1].executions.extend(ran)
         account_executions(state, ran)
-    return finish(state, stop, reply)
+    return finish(state, stop, state.last_reply)
 
 
 def finish(state: RunState, stop: Stop, reply: Reply | None = None,

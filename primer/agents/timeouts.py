@@ -109,6 +109,12 @@ if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's w
     os.register_at_fork(after_in_child=_WORKERS.__init__)
 
 
+def start_daemon(fn: Callable[[], Any]) -> None:
+    """Run ``fn()`` on a long-lived daemon worker thread and return at once (the async loop
+    hands sync tools and models to these threads; a hung one never blocks exit)."""
+    _WORKERS.submit(fn)
+
+
 def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
                       block: Block | None = None,
                       attempts: list[dict[str, Any]] | None = None) -> Any:

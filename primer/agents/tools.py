@@ -31,12 +31,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, get_type_hints
 
 import fastjsonschema
 import pydantic
 
 from ._fast_imports import import_jsonschema
+from .coroutines import is_async_callable, run_to_completion
 from .llm import Usage
 from .messages import Block, tool_result_block
 
@@ -68,6 +70,9 @@ class Tool:
     ``fn`` is called with the validated input as keyword arguments and may return a string,
     a JSON-serialisable value (sent as JSON text), ``None`` or UTF-8 ``bytes``.
 
+    ``fn`` may be an ``async def`` function (:attr:`is_async`): the async loop awaits it on
+    its event loop; the sync loop runs its coroutine to completion.
+
     ``side_effecting`` marks a tool that changes the world (a refund, an email); such calls
     are not retried blindly. ``needs_approval`` makes the harness pause for a person before
     it runs. ``timeout_s`` (seconds) overrides the run's default tool timeout.
@@ -86,6 +91,7 @@ class Tool:
     _validator: Any = field(init=False, repr=False, compare=False)
     _fast: Any = field(default=None, init=False, repr=False, compare=False)
     _takes_key: bool = field(init=False, repr=False, compare=False)
+    _is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
@@ -103,6 +109,7 @@ class Tool:
         except (TypeError, ValueError):
             params = {}
         self._takes_key = IDEMPOTENCY_PARAM in params
+        self._is_async = is_async_callable(self.fn)
 
     def definition(self) -> dict[str, Any]:
         """The definition sent to the model: ``{"name", "description", "input_schema"}``."""
@@ -143,8 +150,26 @@ class Tool:
     def __call__(self, **kwargs: Any) -> Any:
         return self.fn(**kwargs)
 
+    @property
+    def is_async(self) -> bool:
+        """Whether ``fn`` is an ``async def`` function (or an object with one as ``__call__``)."""
+        return self._is_async
+
     def invoke(self, args: dict[str, Any], tool_use_id: str) -> Any:
-        """Call ``fn`` with validated ``args``, adding the idempotency key if ``fn`` takes one."""
+        """Call ``fn`` with validated ``args``, adding the idempotency key if ``fn`` takes one.
+
+        A coroutine ``fn`` returns (an ``async def`` tool) is run to completion here
+        (:func:`run_to_completion`), so any caller gets the tool's value.
+        """
+        if self._takes_key:
+            value = self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
+        else:
+            value = self.fn(**args)
+        return run_to_completion(value) if isinstance(value, CoroutineType) else value
+
+    def invoke_async(self, args: dict[str, Any], tool_use_id: str) -> Any:
+        """``fn(**args)`` (plus the idempotency key if it takes one) as it returns: for an
+        ``async def`` tool the coroutine, for the async loop to await."""
         if self._takes_key:
             return self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
         return self.fn(**args)

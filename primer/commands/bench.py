@@ -25,7 +25,14 @@ busy machine slows every variant alike. The load average is printed first.
 4. **Fan-out efficiency**: wall time of one turn of N concurrent calls to ordinary
    (synchronous, sleeping) tools of 50–300 ms, seeded, divided by the slowest call, for N in
    1, 2, 4, 8, 16, 32. Target: at most :data:`FANOUT_TARGET` at 8 calls.
-5. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
+5. **The async loop**: µs per step of :func:`~primer.agents.async_loop.run_agent_async`
+   beside ``run_agent`` (1,000 steps, side by side), with an ``async def`` zero-latency model
+   and tool (:class:`AsyncZeroLatencyLLM`, :data:`async_noop`: the event loop's own cost),
+   and with the sync model and tool (each handed to a worker thread and back: two thread
+   hops a step). Reported, no target. And its **fan-out**: one turn of
+   :data:`ASYNC_FANOUT_CALLS` ``async def`` tools of :data:`ASYNC_FANOUT_S` each, wall time
+   divided by the slowest call. Target: at most :data:`FANOUT_TARGET`.
+6. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
 
 Figures are wall-clock µs; the overhead lines also give CPU µs (all threads of the process).
 What limits them: the overhead includes the tool's argument validation, building the reply
@@ -37,6 +44,7 @@ sleep's own overshoot (a few hundred µs per call).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import tempfile
@@ -68,6 +76,9 @@ TRACE_TARGET_US = 25.0
 CHECKPOINT_GROWTH_TARGET = 1.3
 FANOUT_TARGET = 1.05
 FANOUT_SIZES = (1, 2, 4, 8, 16, 32)
+#: The async fan-out: this many ``async def`` tools of this many seconds each, in one turn.
+ASYNC_FANOUT_CALLS = 8
+ASYNC_FANOUT_S = 0.1
 
 
 @tool
@@ -110,6 +121,25 @@ class ZeroLatencyLLM:
             return Reply([text_block("done")], "end_turn", self._usage, "zero")
         return Reply([tool_use_block(f"toolu_{self.calls}", self.tool, {"i": self.calls})],
                      "tool_use", self._usage, "zero")
+
+
+class AsyncZeroLatencyLLM(ZeroLatencyLLM):
+    """:class:`ZeroLatencyLLM` as an ``async def`` model (awaited on the event loop)."""
+
+    async def __call__(self, *, system: str, messages: list[Message],  # type: ignore[override]
+                       tools: list[dict[str, Any]], max_tokens: int) -> Reply:
+        return ZeroLatencyLLM.__call__(self, system=system, messages=messages, tools=tools,
+                                       max_tokens=max_tokens)
+
+
+@tool(name="noop")
+async def async_noop(i: int) -> str:
+    """Return ok (the trivial tool as an ``async def`` function).
+
+    Args:
+        i: the step number
+    """
+    return "ok"
 
 
 def hand_written_loop(llm: Callable[..., Reply], task: str, tools: Iterable[Tool],
@@ -192,6 +222,21 @@ def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyL
     return run
 
 
+def async_variant(make_llm: Callable[[int], Callable[..., Any]] = AsyncZeroLatencyLLM,
+                  tools: tuple[Tool, ...] = (async_noop,), **config: Any) -> Variant:
+    """:func:`agent_variant` for :func:`~primer.agents.async_loop.run_agent_async` (each run
+    in a fresh event loop, ``asyncio.run``); the same check of what the run did."""
+    from primer.agents.async_loop import run_agent_async
+
+    def run(steps: int) -> None:
+        result = asyncio.run(run_agent_async(make_llm(steps), "benchmark", list(tools),
+                                             config=bench_config(steps, **config)))
+        if len(result.steps) != steps or result.stop_cause.value != "end_turn":
+            raise RuntimeError(f"benchmark run took {len(result.steps)} steps and stopped "
+                               f"with {result.stop_cause.value}, expected {steps} and end_turn")
+    return run
+
+
 def hand_variant(steps: int) -> None:
     """The :func:`hand_written_loop` for ``steps`` steps with the zero-latency model."""
     messages = hand_written_loop(ZeroLatencyLLM(steps), "benchmark", [noop], steps)
@@ -257,6 +302,36 @@ def fan_out(calls: int, *, seed: int = 0, repeats: int = 3) -> FanOut:
     return FanOut(calls, statistics.median(walls), max(latencies))
 
 
+def async_fan_out(calls: int = ASYNC_FANOUT_CALLS, seconds: float = ASYNC_FANOUT_S, *,
+                  repeats: int = 3) -> FanOut:
+    """Median wall time of a :func:`~primer.agents.async_loop.run_agent_async` run whose one
+    tool turn asks for ``calls`` ``async def`` tools that each sleep ``seconds``
+    (``asyncio.sleep``); the whole run is timed, harness and event loop included."""
+    from primer.agents.async_loop import run_agent_async
+
+    @tool
+    async def wait(k: int) -> str:
+        """Wait, then answer.
+
+        Args:
+            k: which call this is
+        """
+        await asyncio.sleep(seconds)
+        return f"waited {k}"
+
+    script = [tool_reply(*[("wait", {"k": k}) for k in range(calls)]), text_reply("done")]
+    walls = []
+    for _ in range(repeats):
+        config = bench_config(2, max_parallel_tools=max(calls, 1))
+        start = time.perf_counter()
+        result = asyncio.run(run_agent_async(ScriptedLLM(script), "fan out", [wait],
+                                             config=config))
+        walls.append(time.perf_counter() - start)
+        if len(result.executions) != calls or any(e.is_error for e in result.executions):
+            raise RuntimeError(f"the async fan-out run did not make its {calls} calls")
+    return FanOut(calls, statistics.median(walls), seconds)
+
+
 def peak_memory_mib(steps: int = 1_000) -> float:
     """Peak traced memory (MiB) of one run of ``steps`` steps with the zero-latency model."""
     tracemalloc.start()
@@ -271,7 +346,8 @@ def peak_memory_mib(steps: int = 1_000) -> float:
 def register(subparsers: Any) -> None:
     """Add the ``bench`` sub-command to ``subparsers`` (an argparse sub-parsers action)."""
     p = subparsers.add_parser(
-        "bench", help="measure the harness's overhead, trace, checkpoints, fan-out, memory",
+        "bench", help="measure the harness's overhead, trace, checkpoints, fan-out, the async "
+                      "loop, memory",
         description="Measure the loop's own overhead per step against a hand-written loop, "
                     "the cost of a trace and of a checkpoint journal per step, the efficiency "
                     "of concurrent tool calls and the peak memory of a long run; each ratio "
@@ -347,6 +423,23 @@ def _checkpoints(rounds: int, scratch: str) -> bool:
                  CHECKPOINT_GROWTH_TARGET)
 
 
+def _async(rounds: int, quick: bool) -> bool:
+    variants = {"run_agent, default config": agent_variant(),
+                "run_agent_async, async model and tool": async_variant(),
+                "run_agent_async, sync model and tool": async_variant(ZeroLatencyLLM, (noop,))}
+    figures = side_by_side(variants, 1_000, rounds)
+    print(f"async loop (zero-latency model, one tool call a step, 1,000 steps; median of "
+          f"{rounds} rounds, side by side):", flush=True)
+    sync = figures["run_agent, default config"].wall_us
+    for name, o in figures.items():
+        print(f"  {name:38}: {o.wall_us:7.1f} µs/step wall, {o.cpu_us:7.1f} CPU"
+              + ("" if o.wall_us == sync else f"  ({o.wall_us / sync:.1f}x the sync loop)"),
+              flush=True)
+    f = async_fan_out(repeats=1 if quick else 3)
+    return _line(f"async fan-out, {f.calls} async tools of {ASYNC_FANOUT_S * 1000:g} ms "
+                 f"(wall / slowest call)", f.efficiency, FANOUT_TARGET)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every measurement, printing one line each; exit code 0 (with ``--strict``, 1 if a
     target is missed; 2 for bad arguments)."""
@@ -374,5 +467,6 @@ def run(args: argparse.Namespace) -> int:
             line += f"  (target <= {FANOUT_TARGET})  {_verdict(good)}"
         print(line, flush=True)
 
+    ok &= _async(rounds, args.quick)
     print(f"peak memory of a 1,000-step run: {peak_memory_mib(1_000):.1f} MiB", flush=True)
     return 1 if args.strict and not ok else 0

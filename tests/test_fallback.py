@@ -1,0 +1,157 @@
+"""FallbackLLM: on an overload, a server error or no answer, after the primary's own retries,
+the next model answers; each step records which model answered, priced at its own prices."""
+
+import asyncio
+
+import pytest
+
+from primer.agents import (
+    AgentConfig,
+    FallbackLLM,
+    ManualClock,
+    Prices,
+    ScriptedLLM,
+    StopCause,
+    cost_usd,
+    run_agent,
+    tool,
+    tool_reply,
+    usage_by_model,
+)
+from primer.agents.async_loop import run_agent_async
+from primer.agents.llm import PermanentModelError, TransientModelError
+
+
+class Flaky:
+    """A model that fails with ``errors`` (one per call, in order), then answers with
+    ``inner``; ``calls`` counts every call."""
+
+    def __init__(self, inner, errors, model):
+        self.inner, self.errors, self.model, self.calls = inner, list(errors), model, 0
+
+    def __call__(self, **request):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.inner(**request)
+
+
+def overloaded():
+    return TransientModelError("the API answered 529 (overloaded): Overloaded", status=529)
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: the key
+    """
+    return f"value of {key}"
+
+
+def look_up_then_answer(messages):
+    """Look a up, then answer: whichever model is asked, it answers from the history."""
+    return tool_reply(("lookup", {"key": "a"})) if len(messages) == 1 else "a is found"
+
+
+def test_an_overloaded_primary_falls_back_after_its_own_retries():
+    clock = ManualClock()
+    primary = Flaky(ScriptedLLM(look_up_then_answer, model="big"), [overloaded()] * 2, "big")
+    secondary = ScriptedLLM(look_up_then_answer, model="small")
+    llm = FallbackLLM([primary, secondary], retries=1, sleep=clock.sleep)
+    result = run_agent(llm, "task", [lookup])
+    assert result.stop_cause is StopCause.END_TURN
+    assert primary.calls == 3  # two failures (one retry), then it answers call 2
+    assert [s.reply.model for s in result.steps] == ["small", "big"]
+    assert len(clock.slept) == 1 and llm.fallbacks == [
+        {"call": 1, "from": "big", "to": "small", "attempts": 2,
+         "error": "TransientModelError: the API answered 529 (overloaded): Overloaded"}]
+
+
+@pytest.mark.parametrize("status, switches", [(529, True), (500, True), (503, True),
+                                              (None, True), (429, False), (408, False)])
+def test_only_an_overload_a_server_error_or_no_answer_switches_models(status, switches):
+    error = TransientModelError(f"status {status}", status=status)
+    primary = Flaky(ScriptedLLM(["from big"], model="big"), [error], "big")
+    llm = FallbackLLM([primary, ScriptedLLM(["from small"], model="small")], retries=0)
+    if switches:
+        reply = llm(system="", messages=[], tools=[], max_tokens=100)
+        assert reply.model == "small"
+    else:
+        with pytest.raises(TransientModelError):
+            llm(system="", messages=[], tools=[], max_tokens=100)
+        assert llm.fallbacks == []
+
+
+def test_a_permanent_error_is_raised_at_once_without_trying_the_next_model():
+    secondary = ScriptedLLM(["never"], model="small")
+    primary = Flaky(None, [PermanentModelError("bad key")], "big")
+    with pytest.raises(PermanentModelError):
+        FallbackLLM([primary, secondary])(system="", messages=[], tools=[], max_tokens=9)
+    assert secondary.calls == 0
+
+
+def test_when_every_model_fails_the_run_stops_with_a_model_error_naming_the_overload():
+    clock = ManualClock()
+    models = [Flaky(None, [overloaded()] * 9, name) for name in ("a", "b")]
+    config = AgentConfig(model_retries=1, clock=clock, sleep=clock.sleep)
+    result = run_agent(FallbackLLM(models, retries=0), "task", config=config)
+    assert result.stop_cause is StopCause.MODEL_ERROR and "529" in result.stop_detail
+    assert [m.calls for m in models] == [2, 2]  # the chain, then the loop's one retry of it
+
+
+def test_each_model_is_priced_at_its_own_prices():
+    primary = Flaky(ScriptedLLM(look_up_then_answer, model="big"), [overloaded()], "big")
+    llm = FallbackLLM([primary, ScriptedLLM(look_up_then_answer, model="small")], retries=0)
+    prices = {"big": Prices(15.0, 75.0), "small": Prices(1.0, 5.0)}
+    config = AgentConfig(model_prices=prices)
+    result = run_agent(llm, "task", [lookup], config=config)
+    by_model = usage_by_model(result.steps, config)
+    assert list(by_model) == ["small", "big"]
+    for name, spend in by_model.items():
+        [step] = [s for s in result.steps if s.reply.model == name]
+        assert spend.calls == 1 and spend.usage == step.usage
+        assert spend.cost_usd == pytest.approx(cost_usd(step.usage, prices[name]))
+    assert result.cost_usd == pytest.approx(sum(s.cost_usd for s in by_model.values()))
+
+
+def test_model_prices_travel_with_the_config_and_bad_ones_are_named():
+    config = AgentConfig(model_prices={"small": Prices(1.0, 5.0)})
+    again = AgentConfig.from_dict(config.to_dict())
+    assert again.prices_for("small") == Prices(1.0, 5.0)
+    assert again.prices_for("other") == again.prices
+    assert "model_prices" not in AgentConfig().to_dict()
+    with pytest.raises(ValueError, match=r"model_prices\['small'\].input_per_mtok"):
+        AgentConfig(model_prices={"small": Prices(-1.0, 5.0)})
+
+
+def test_a_streaming_fallback_passes_the_deltas_on_and_says_when_it_switched():
+    seen = []
+    primary = Flaky(ScriptedLLM(["never"], model="big", stream=True), [overloaded()], "big")
+    primary.stream = True
+    llm = FallbackLLM([primary, ScriptedLLM(["All good."], model="small", stream=True)],
+                      retries=0)
+    result = run_agent(llm, "task", on_event=lambda kind, data: seen.append((kind, data)))
+    assert result.final_text == "All good."
+    kinds = [k for k, _ in seen]
+    assert kinds.index("model_fallback") < kinds.index("text_delta")
+    assert dict(seen)["model_fallback"]["to"] == "small"
+
+
+def test_the_fallback_works_under_the_async_loop_too():
+    primary = Flaky(ScriptedLLM(look_up_then_answer, model="big"), [overloaded()], "big")
+    llm = FallbackLLM([primary, ScriptedLLM(look_up_then_answer, model="small")], retries=0)
+    result = asyncio.run(run_agent_async(llm, "task", [lookup]))
+    assert [s.reply.model for s in result.steps] == ["small", "big"]
+
+
+def test_bad_model_lists_are_refused():
+    with pytest.raises(ValueError, match="at least one model"):
+        FallbackLLM([])
+
+    async def async_model(**request):
+        return None
+
+    with pytest.raises(TypeError, match="sync models"):
+        FallbackLLM([async_model])

@@ -1,0 +1,108 @@
+"""The figures lesson 15 states, computed again: the stock world's fan-out, the cancelled run
+and its continuation, thinking through the SDK, and the fallback's per-model cost."""
+
+import asyncio
+import tempfile
+
+import anthropic
+import pytest
+
+from primer.agents import (
+    AgentConfig,
+    FallbackLLM,
+    ManualClock,
+    Prices,
+    StopCause,
+    cost_usd,
+    read_checkpoint,
+    resume,
+    run_agent,
+    usage_by_model,
+)
+from primer.agents.async_loop import run_agent_async
+from primer.agents.claude import ClaudeLLM
+from primer.agents.fake_server import FakeModelServer
+from primer.agents.parallel import latency_model
+from primer.scenarios import stock
+
+PRICES = {"claude-big": Prices(15.0, 75.0), "claude-small": Prices(1.0, 5.0)}
+
+
+def claude(server, **options):
+    client = anthropic.Anthropic(api_key="sk-ant-local", base_url=server.base_url,
+                                 max_retries=0)
+    return ClaudeLLM(client=client, **options)
+
+
+def test_the_stock_world_fans_out_eight_calls_and_answers_with_their_sum():
+    result = run_agent(stock.make_llm(), stock.TASK, stock.make_tools(), system=stock.SYSTEM)
+    assert result.final_text == "We have 64 KB-100 keyboards in stock across 8 warehouses."
+    assert [len(s.executions) for s in result.steps] == [8, 0]
+    assert (result.usage.total_tokens, round(result.cost_usd, 4)) == (1164, 0.0101)
+    total, slowest = latency_model(list(stock.LATENCIES.values()))
+    assert (round(total, 2), round(slowest, 2), round(total / slowest, 1)) == (4.27, 0.85, 5.0)
+    assert max(stock.LATENCIES, key=stock.LATENCIES.get) == "Delhi"
+
+
+def test_the_cancelled_run_keeps_three_lookups_and_resume_asks_for_the_other_five():
+    async def cancelled():
+        press_stop = asyncio.Event()
+        return await run_agent_async(
+            stock.make_llm(), stock.TASK, stock.make_tools(press_stop=press_stop,
+                                                           stop_at="Delhi"),
+            system=stock.SYSTEM, cancel=press_stop,
+            config=AgentConfig(checkpoint_dir=tempfile.mkdtemp(), max_parallel_tools=1))
+
+    halted = asyncio.run(cancelled())
+    assert halted.stop_cause is StopCause.CANCELLED
+    assert [e.error_kind for e in halted.executions] == [None] * 3 + ["not_run"] * 5
+    assert halted.usage.total_tokens == 421
+    assert read_checkpoint(halted.checkpoint)["status"] == "cancelled"
+    later = resume(halted.checkpoint, stock.make_llm(), stock.make_tools())
+    asked = [b["input"]["warehouse"] for b in later.steps[1].reply.tool_uses]
+    assert asked == ["Kolkata", "Mumbai", "Hyderabad", "Jaipur", "Lucknow"]
+    assert later.stop_cause is StopCause.END_TURN
+    assert (len(later.steps), later.usage.total_tokens) == (3, 2412)
+
+
+def test_the_thinking_run_through_the_sdk_sends_its_thinking_back_and_marks_both_steps():
+    with FakeModelServer(stock.make_llm(thinking=True)) as server:
+        thought = run_agent(claude(server, thinking={"type": "enabled", "budget_tokens": 1024}),
+                            stock.TASK, stock.make_tools(), system=stock.SYSTEM,
+                            config=AgentConfig(max_tokens=2048))
+        second = server.model_requests[1].body
+    assert second["messages"][1]["content"] == thought.steps[0].reply.content
+    assert [r["tool calls"].startswith("[thought]") for r in thought.rows()] == [True, True]
+    assert thought.usage.total_tokens == 1258
+
+
+@pytest.mark.parametrize("how, cause, requests, ran", [("max_tokens", "max_tokens", 1, 0),
+                                                       ("disconnect", "end_turn", 3, 8)])
+def test_a_cut_stream_runs_nothing_or_is_retried_and_runs_each_call_once(how, cause, requests,
+                                                                         ran):
+    done = []
+    clock = ManualClock()
+    with FakeModelServer(stock.make_llm()) as server:
+        server.cut_next_stream(how)
+        result = run_agent(claude(server, stream=True), stock.TASK,
+                           stock.make_tools(finished=done), system=stock.SYSTEM,
+                           config=AgentConfig(clock=clock, sleep=clock.sleep))
+        assert len(server.model_requests) == requests
+    assert result.stop_cause.value == cause and len(done) == ran
+
+
+def test_the_fallback_run_costs_each_call_at_its_own_models_prices():
+    clock = ManualClock()
+    with FakeModelServer(stock.make_llm()) as big, FakeModelServer(stock.make_llm()) as small:
+        big.fail_next(529, 2)
+        llm = FallbackLLM([claude(big, model="claude-big"), claude(small, model="claude-small")],
+                          retries=1, sleep=clock.sleep)
+        run = run_agent(llm, stock.TASK, stock.make_tools(), system=stock.SYSTEM,
+                        config=AgentConfig(model_prices=PRICES))
+    assert [s.reply.model for s in run.steps] == ["claude-small", "claude-big"]
+    assert llm.fallbacks[0]["attempts"] == 2
+    spend = usage_by_model(run.steps, AgentConfig(model_prices=PRICES))
+    assert {m: (s.usage.total_tokens, round(s.cost_usd, 4)) for m, s in spend.items()} == {
+        "claude-small": (421, 0.0012), "claude-big": (743, 0.0124)}
+    assert round(run.cost_usd, 4) == 0.0136
+    assert round(sum(cost_usd(s.usage, PRICES["claude-big"]) for s in run.steps), 4) == 0.0304
