@@ -81,7 +81,8 @@ def test_one_turn_of_the_figure_appears_in_the_loops_source_in_the_same_order():
                                                "validate_output", "after_tools")]
     assert positions == sorted(positions)
     after = inspect.getsource(steps.after_tools)
-    assert after.index("run_calls(") < after.index("first_stop(AFTER_TOOLS")
+    assert "add_results(state, calls, run_calls(" in after  # run the calls, then record them
+    assert "first_stop(AFTER_TOOLS" in inspect.getsource(steps.add_results)
 
 
 def test_figure_4s_footer_sums_the_latencies_its_labels_show():

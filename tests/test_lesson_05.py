@@ -16,14 +16,14 @@ def test_the_order_run_answers_in_4_calls_and_2408_tokens_at_0_0149_usd_or_0_008
     assert (AgentConfig().prices.input_per_mtok, AgentConfig().prices.output_per_mtok) == (5, 25)
 
 
-def test_every_recipe_fires_its_own_cause_13_of_the_14():
+def test_every_recipe_fires_its_own_cause_14_of_the_15():
     rows = recipe_table()
     assert [r["stop cause"] for r in rows] == list(EXIT_RECIPES)
-    assert (len(rows), len(StopCause)) == (13, 14)
+    assert (len(rows), len(StopCause)) == (14, 15)
     assert {c.value for c in StopCause} - {r["stop cause"] for r in rows} == {"awaiting_approval"}
     assert [(r["calls"], r["tokens"]) for r in rows] == [
         (4, 2408), (2, 910), (1, 385), (5, 3161), (6, 4341), (2, 907), (3, 1719), (4, 2218),
-        (3, 1668), (2, 949), (4, 2163), (0, 0), (4, 2408)]
+        (3, 1668), (2, 949), (4, 2163), (0, 0), (4, 2408), (2, 985)]
 
 
 def test_the_right_answer_in_prose_fails_the_shape_and_one_corrective_turn_fixes_it():
