@@ -267,3 +267,26 @@ def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cros
     effect = diagnose(path).findings[0].effect
     assert effect.before_call and effect.stops_at == first_refused
     assert effect.calls_saved == len(trace.steps()) - first_refused + 1
+
+
+def test_a_run_its_caller_cancelled_is_not_a_failure(tmp_path):
+    import threading
+
+    from primer.agents import run_agent
+    from primer.scenarios import get_demo
+
+    demo, cancel = get_demo("orders"), threading.Event()
+    inner, calls = demo.make_llm(), []
+
+    def llm(**kw):  # the caller cancels while the second call is under way
+        calls.append(1)
+        if len(calls) == 2:
+            cancel.set()
+        return inner(**kw)
+
+    path = tmp_path / "cancelled.jsonl"
+    result = run_agent(llm, demo.task, demo.make_tools(), system=demo.system,
+                       config=demo.config, trace=path, cancel=cancel)
+    assert result.stop_cause is StopCause.CANCELLED
+    d = diagnose(path)
+    assert d.findings == [] and d.verdict.startswith("cancelled by its caller")

@@ -334,3 +334,20 @@ def test_otel_sink_is_one_lazy_name_of_primer_agents():
     import primer.agents
 
     assert primer.agents.OTelSink is OTelSink
+
+
+def test_a_streamed_replys_deltas_add_no_span_events(provider, exporter):
+    demo = get_demo("orders")
+    llm = demo.make_llm()
+    llm.stream = True  # ScriptedLLM(stream=True): the loop gets each reply as deltas too
+    seen, inner = [], OTelSink(provider)
+
+    def sink(kind, data):
+        seen.append(kind)
+        inner(kind, data)
+
+    run_agent(llm, demo.task, demo.make_tools(), system=demo.system, config=demo.config,
+              on_event=sink)
+    assert "text_delta" in seen  # the run streamed
+    events = [e.name for s in exporter.get_finished_spans() for e in s.events]
+    assert not [e for e in events if "delta" in e or "tool_use_start" in e]

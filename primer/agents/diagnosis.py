@@ -76,6 +76,8 @@ DEFAULT_COMPACT_SHARE = 0.6
 
 _FINISHED = {StopCause.END_TURN}
 _HANDED_OVER = {StopCause.HANDOFF, StopCause.AWAITING_APPROVAL}
+#: Stops the run's caller asked for: not a failure of the run.
+_CALLER_STOPPED = {StopCause.CANCELLED}
 
 
 class FailureMode(str, Enum):
@@ -174,6 +176,8 @@ class Diagnosis:
             return f"{n} problem{'s' if n != 1 else ''} ({names}); {self.ended}"
         if self.stop_cause in _HANDED_OVER:
             return f"handed to a person, no failure mode shows; {self.ended}"
+        if self.stop_cause in _CALLER_STOPPED:
+            return f"cancelled by its caller, no failure mode shows; {self.ended}"
         return f"healthy, no failure mode shows; {self.ended}"
 
     def report(self) -> str:
@@ -433,8 +437,8 @@ class _Reading:
         modes = {f.mode for f in found}
         if stop is not None:
             cause = StopCause(stop["cause"])
-            if cause in _FINISHED | _HANDED_OVER or any(cause in _EXPLAINS.get(m, ())
-                                                        for m in modes):
+            explained = _FINISHED | _HANDED_OVER | _CALLER_STOPPED
+            if cause in explained or any(cause in _EXPLAINS.get(m, ()) for m in modes):
                 return []
             return [Finding(FailureMode.STOPPED, (n,) if n else (),
                             f"the run stopped on {cause.value} before it answered: "

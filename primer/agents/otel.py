@@ -58,6 +58,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
+from .streaming import DELTA_KINDS
 from .trace import Trace, load_trace, redact
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,8 @@ class OTelSink:
 
     def handle(self, kind: str, data: dict[str, Any], at_ns: int) -> None:
         """Turn one event (``kind``, its ``data``) that arrived at ``at_ns`` into spans."""
+        if kind in DELTA_KINDS:  # a streamed reply's pieces: the chat span records the reply
+            return
         try:
             handler = getattr(self, f"_on_{kind}", None)
             if handler is not None:
