@@ -36,7 +36,7 @@ from .journal import (
 )
 from .messages import Block
 from .state import RunState, Stop, StopCause
-from .tools import ToolExecution, idempotency_key
+from .tools import ToolExecution, call_needs_approval, idempotency_key
 
 #: The keys of :meth:`RunState.totals`, as a journal's replayed state holds them.
 _TOTALS = ("usage", "cost_usd", "prompt_estimate", "recent_errors", "output_fixes",
@@ -124,11 +124,12 @@ class JournalRecorder:
     def paused(self, state: RunState, calls: list[Block]) -> None:
         """Record the pause and the paused reply's calls, before any of them runs."""
         rows = []
+        refused = state.last_reply.refused
         for b in calls:
             t = state.registry.get(b.get("name"))
             rows.append({"tool_use_id": str(b.get("id")), "name": str(b.get("name")),
                          "input": b.get("input"),
-                         "needs_approval": bool(t is not None and t.needs_approval),
+                         "needs_approval": call_needs_approval(state.registry, b, refused),
                          "side_effecting": bool(t is not None and t.side_effecting)})
         self._write(state, {"type": "pause", "calls": rows}, durable=True)
         self.status = "awaiting_approval"

@@ -36,7 +36,7 @@ from .recorder import JournalRecorder
 from .result import AgentResult
 from .state import EventSink, RunState, Stop, StopCause
 from .steps import after_tools, finish
-from .tools import Tool, ToolExecution, ToolRegistry
+from .tools import Tool, ToolExecution, ToolRegistry, call_needs_approval
 
 
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
@@ -148,9 +148,11 @@ def _plan(journal: Journal, state: RunState
             settled[b["id"]] = ToolExecution(**rec.result)
         elif decision is not None and not decision["approved"]:
             settled[b["id"]] = _rejected(b, decision)
-        elif (tool.needs_approval if tool is not None else rec is not None and
-              rec.needs_approval) and decision is None:
+        elif (call_needs_approval(state.registry, b, reply.refused) if tool is not None
+              else rec is not None and rec.needs_approval) and decision is None:
             undecided.append(b)
+        elif reply.refused and b["id"] in reply.refused:
+            continue  # refused where the reply entered the loop: answered, never run
         elif tool is None:
             missing.add(str(b["name"]))
         elif decision is not None and decision["input_sha256"] != input_sha256(b["input"]):

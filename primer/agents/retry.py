@@ -59,16 +59,21 @@ class ToolTimeout(TransientToolError):
     """A call passed its time limit of ``timeout_s`` seconds.
 
     ``stopped`` is true when the work itself was stopped (a killed subprocess), false when
-    it was only abandoned (a thread, which Python cannot stop).
+    it was only abandoned (a thread, which Python cannot stop). ``timeout_s`` is ``None``
+    when the tool itself raised a plain ``TimeoutError`` (its own client gave up waiting);
+    ``reason`` then says what it raised.
     """
 
     kind = "timeout"
 
-    def __init__(self, timeout_s: float, *, stopped: bool = False) -> None:
+    def __init__(self, timeout_s: float | None, *, stopped: bool = False,
+                 reason: str | None = None) -> None:
         how = "its process was stopped" if stopped else "it may still be running"
-        super().__init__(f"timed out after {timeout_s:g} s ({how})")
+        super().__init__(f"timed out ({reason})" if timeout_s is None
+                         else f"timed out after {timeout_s:g} s ({how})")
         self.timeout_s = timeout_s
         self.stopped = stopped
+        self.reason = reason
 
 
 class ModelRetriesExhausted(RuntimeError):

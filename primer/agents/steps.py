@@ -16,13 +16,14 @@ from typing import Any
 
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
-from .llm import Reply, ScriptExhausted, TransientModelError, Usage
-from .messages import Block, assistant_message, text_block, tool_use_block, user_message
+from .llm import Reply, ScriptExhausted, TransientModelError
+from .messages import Block, assistant_message, transcript_content, user_message
 from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
+from .replies import accept_reply
 from .result import AgentResult, summarize
 from .state import RunState, Step, Stop, StopCause
 from .timeouts import inline_calls, raise_if_abandoned, watched
-from .tools import ToolExecution, execute_tools, safe_str
+from .tools import ToolExecution, call_needs_approval, execute_tools, safe_str
 
 # ---------------------------------------------------------------- the model call
 
@@ -68,37 +69,20 @@ def call_model(state: RunState) -> Stop | None:
     return None
 
 
-def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
-    """A model's return value as a :class:`Reply` safe to act on, or why it cannot be one.
-
-    Its content goes through :func:`normalize_content` (ids made unique among ``taken``, the
-    run's ids so far), its usage becomes a :class:`Usage`; a value :func:`reply_problem`
-    refuses comes back as that problem (a string). ``reply.tool_uses`` is filled in.
-    """
-    if not (type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage):
-        problem = reply_problem(raw)  # the uncommon shapes: check, then convert
-        if problem:
-            return problem
-        raw = Reply(raw.content if isinstance(raw.content, (list, str)) else [raw.content],
-                    raw.stop_reason, raw.usage if isinstance(raw.usage, Usage)
-                    else Usage.from_dict(raw.usage), raw.model)
-    blocks = normalize_content(raw.content, call_no, taken)
-    reply = Reply(blocks, raw.stop_reason, raw.usage, raw.model)
-    reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
-    return reply
-
-
 def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
                  failed: list[dict[str, Any]]) -> None:
     """Add an accepted reply to the run: its usage (tokens; USD at the run's prices), its
     :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
+    The tool-call limits apply first (:func:`limit_calls`).
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
     n = len(state.steps) + 1
+    if reply.tool_uses:
+        limit_calls(state, reply)
     state.add_usage(reply.usage)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, model_retries=failed))
-    state.append(assistant_message(reply.content))
+    state.append(assistant_message(reply.content or transcript_content(reply.content)))
     if state.on_event is not None:  # building the event costs a dict per step: skip unread
         state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
                    reply=reply.to_dict(), latency_s=latency_s)
@@ -107,58 +91,33 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
             state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
 
 
-def reply_problem(reply: Any) -> str | None:
-    """Why a model's return value cannot be acted on, or ``None`` when it can.
+def limit_calls(state: RunState, reply: Reply) -> None:
+    """Apply ``max_tool_calls_per_reply`` and ``max_tool_calls_per_run`` to a new reply.
 
-    A reply must be a :class:`Reply` whose ``content`` is a list of blocks, a string or one
-    block (a dict), and whose ``usage`` is a :class:`Usage` or a usage dict: without usage
-    the budgets could not be enforced.
+    A reply asking for more calls than either allows runs none of them: each call is refused
+    (``Reply.refused``, error kind ``too_many_calls``) and answered with an error result
+    saying the limit, so the model can ask for fewer or answer with what it has, and the
+    run's exits still end a model that keeps asking. While the per-run limit is on, the
+    calls let through are counted in ``state.tool_calls``.
     """
-    if not isinstance(reply, Reply):
-        return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
-    if not isinstance(reply.content, (list, str, dict)):
-        return f"content of type {type(reply.content).__name__}, not a list of blocks"
-    if isinstance(reply.usage, dict):
-        try:
-            Usage.from_dict(reply.usage)
-        except (TypeError, ValueError):
-            return f"an unreadable usage {safe_str(reply.usage)}"
-    elif not isinstance(reply.usage, Usage):
-        return (f"no usage (got {type(reply.usage).__name__}), so the run's budgets could not "
-                f"be enforced")
-    return None
-
-
-def normalize_content(content: Any, call_no: int,
-                      taken: set[str] | None = None) -> list[Block]:
-    """Make a reply's content safe to act on without changing what the model said.
-
-    A string becomes a text block; a non-dict block becomes a text block describing it; a
-    ``tool_use`` without a string id, or with an id already used in this reply or (when
-    ``taken``, the run's ids so far, is given) earlier in the run, gets a fresh id that
-    collides with none of them, so every call is answered by exactly one ``tool_result`` and
-    gets an idempotency key of its own. ``taken`` is updated with this reply's ids.
-    """
-    if isinstance(content, str):
-        return [text_block(content)] if content else []
-    taken = taken if taken is not None else set()
-    out: list[Block] = []
-    for k, block in enumerate(content, start=1):
-        if not isinstance(block, dict):
-            out.append(text_block(f"(unreadable content block: {safe_str(block)})"))
-            continue
-        if block.get("type") == "tool_use":
-            call_id = block.get("id")
-            if not isinstance(call_id, str) or not call_id or call_id in taken:
-                present = {b.get("id") for b in content if isinstance(b, dict)
-                           and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
-                call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
-                while call_id in taken or call_id in present:
-                    call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
-            taken.add(call_id)
-            block = tool_use_block(call_id, block.get("name"), block.get("input"))
-        out.append(block)
-    return out
+    c = state.config
+    asked = len(reply.tool_uses) - len(reply.refused or ())
+    if c.max_tool_calls_per_reply is not None and asked > c.max_tool_calls_per_reply:
+        why = (f"this reply asked for {asked} tool calls and at most "
+               f"{c.max_tool_calls_per_reply} may run per reply, so none of them ran; ask "
+               f"again for at most {c.max_tool_calls_per_reply} at a time")
+    elif c.max_tool_calls_per_run is not None and \
+            state.tool_calls + asked > c.max_tool_calls_per_run:
+        why = (f"the run may make {c.max_tool_calls_per_run} tool calls in all and has made "
+               f"{state.tool_calls}, so none of this reply's {asked} ran; answer with what "
+               f"you have")
+    else:
+        if c.max_tool_calls_per_run is not None:
+            state.tool_calls += asked
+        return
+    reply.refused = {**(reply.refused or {}), **{
+        b["id"]: {"error_kind": "too_many_calls", "problem": why}
+        for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)}}
 
 
 def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
@@ -234,6 +193,9 @@ def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecuti
     before it runs and done after; ``record`` records the result of any call.
     """
     assert state.runner is not None
+    refused = state.steps[-1].reply.refused
+    if refused and block.get("id") in refused:  # refused at the boundary: never runs
+        return state.registry.refuse(block, refused[block["id"]])
     if not state.hooks and state.recorder is None:
         return state.runner(block)  # nothing to wrap the call in
     call = block
@@ -283,8 +245,8 @@ def pause(state: RunState, stop: Stop) -> AgentResult:
     reply = state.last_reply
     if state.recorder is not None:
         state.recorder.paused(state, reply.tool_uses)
-        ready = [b for b in reply.tool_uses if not ((t := state.registry.get(b.get("name")))
-                                                    and t.needs_approval)]
+        ready = [b for b in reply.tool_uses
+                 if not call_needs_approval(state.registry, b, reply.refused)]
         ran = run_calls(state, ready, record_all=True)
         state.steps[-1].executions.extend(ran)
         account_executions(state, ran)
