@@ -140,8 +140,10 @@ def read_bounded(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -
 def decode_utf8(data: bytes) -> str:
     """``data`` as UTF-8 text (a byte-order mark is dropped); :class:`JSONRefused` naming
     the first bad byte, or UTF-16 when the bytes look like it."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) > 1 and b"\x00" in data[:4]):
-        raise JSONRefused("is UTF-16 (or binary) text, not UTF-8")
+    utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff") or (
+        len(data) >= 4 and (data[1:4:2] == b"\x00\x00" or data[0:3:2] == b"\x00\x00"))
+    if utf16:  # a byte-order mark, or ASCII text with a zero byte after or before each letter
+        raise JSONRefused("is UTF-16 text, not UTF-8")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

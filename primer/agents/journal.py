@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from ._fast_imports import import_jsonschema
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_bounded
 from .state import canonical_call
 
 FORMAT_NAME = "primer-checkpoint"
@@ -82,7 +83,9 @@ def input_sha256(value: Any) -> str:
     Stored with a decision, so the arguments that run are provably the ones approved.
     """
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate (never in a model's input, which the loop refuses; but
+    # possibly in a file name) hashes to its own digest instead of failing
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # ---------------------------------------------------------------- the key
@@ -126,7 +129,10 @@ def checkpoint_key(directory: Path) -> bytes:
         if path.stat().st_mode & 0o077:
             raise CheckpointError(f"the checkpoint key file {path} can be read by other users; "
                                   f"run `chmod 600 {path}`. Nothing was run.")
-        key = path.read_bytes().strip()
+        key = read_bounded(path, limit=4096).strip()
+    except UnreadableFile as e:
+        raise CheckpointError(f"the checkpoint key file {e}; set {KEY_ENV} or {KEY_FILE_ENV}. "
+                              f"Nothing was run.") from None
     except OSError as e:
         raise CheckpointError(f"cannot read or create the checkpoint key file {path} ({e}); "
                               f"set {KEY_ENV} or {KEY_FILE_ENV}. Nothing was run.") from None
@@ -333,12 +339,14 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such checkpoint file. List the checkpoints of a "
-                              f"directory with `python -m primer approvals list DIR`.") from None
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+        data = read_bounded(path)
+    except UnreadableFile as e:
+        if e.missing:
+            raise CheckpointError(f"{path}: no such checkpoint file. List the checkpoints of "
+                                  f"a directory with `python -m primer approvals list DIR`.") \
+                from None
+        raise CheckpointError(f"{path}: {e.reason}; a checkpoint is a run-NNN.jsonl file. "
+                              f"Nothing was run.") from None
     lines = data.split(b"\n")
     torn = lines.pop()  # b"" when the file ends with a newline, as a complete one does
     notes = []
@@ -363,7 +371,10 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
                 f"checkpoint is never edited by hand; record decisions with `python -m primer "
                 f"approve`. Nothing was run.")
         body, previous = verified
-        record = json.loads(body)
+        try:
+            record = parse_json(body)
+        except JSONRefused as e:  # signed, yet unreadable: written by a broken writer
+            raise CheckpointError(f"{path}, line {n}: {e.reason}. Nothing was run.") from None
         _check_record(path, n, record)
         try:
             journal.apply(record)
@@ -382,16 +393,16 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
 def _header(path: Path, line: bytes) -> dict[str, Any]:
     """The first line, checked for format and version before any signature is trusted."""
     try:
-        first = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        first = parse_json(line)
+    except JSONRefused as e:
         if line.strip() == b"{":  # format 1: one indented JSON document
             raise CheckpointError(f"{path}: a checkpoint of format version 1 (one JSON file); "
                                   f"this primer reads version {FORMAT_VERSION} journals "
                                   f"(run-NNN.jsonl). Finish that run with the primer that wrote "
                                   f"it. Nothing was run.") from None
-        raise CheckpointError(f"{path}, line 1: not valid JSON ({e}); the file is truncated or "
-                              f"corrupt. Nothing was run. Restore it from a copy, or start "
-                              f"the task again.") from None
+        raise CheckpointError(f"{path}, line 1: {e.reason}; the file is truncated or corrupt. "
+                              f"Nothing was run. Restore it from a copy, or start the task "
+                              f"again.") from None
     if not isinstance(first, dict) or first.get("type") != "header" \
             or first.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{path}: not a primer checkpoint (its first line is not a "

@@ -29,6 +29,7 @@ from typing import Any
 from .journal import (
     FORMAT_NAME,
     FORMAT_VERSION,
+    CheckpointError,
     Journal,
     checkpoint_key,
     read_journal,
@@ -55,11 +56,16 @@ class JournalRecorder:
     ``run-NNN.jsonl`` of ``directory`` (created on the first durable event);
     :meth:`reopen` continues an existing journal (resume, decisions). ``path`` is ``None``
     until the file exists. Thread-safe: the calls of one reply run concurrently and each
-    records its own progress. Raises :class:`~primer.agents.journal.CheckpointError` for a
-    key that cannot be used and ``OSError`` for a directory that cannot be written.
+    records its own progress. Raises :class:`~primer.agents.journal.CheckpointError` when it
+    is made with a ``directory`` that cannot be one (:func:`directory_problem`), for a key
+    that cannot be used, and when a line cannot be written (then what it would have
+    recorded does not go ahead: a side-effecting call does not run).
     """
 
     def __init__(self, directory: Path, *, scenario: str | None = None) -> None:
+        problem = directory_problem(Path(directory))
+        if problem:
+            raise CheckpointError(f"checkpoint_dir {directory}: {problem}. Nothing was run.")
         self.directory = Path(directory)
         self.scenario = scenario
         self.path: Path | None = None
@@ -183,13 +189,19 @@ class JournalRecorder:
 
     def _write(self, state: RunState, record: dict[str, Any], durable: bool) -> None:
         with self._mutex:
-            if self._fd is None:
-                self._create(state, record)
-            elif state.compactions != self._compactions:  # the message list was rewritten
-                self._append([self._snapshot(state), record], durable)
-            else:
-                record.update(self._delta(state))
-                self._append([record], durable)
+            try:
+                if self._fd is None:
+                    self._create(state, record)
+                elif state.compactions != self._compactions:  # the messages were rewritten
+                    self._append([self._snapshot(state), record], durable)
+                else:
+                    record.update(self._delta(state))
+                    self._append([record], durable)
+            except OSError as e:  # a full disk, a directory removed under the run
+                raise CheckpointError(
+                    f"cannot write the checkpoint journal in {self.directory} "
+                    f"({e.strerror or e}); the {record['type']!r} line was not recorded, so "
+                    f"what it records did not go ahead.") from None
 
     def _append(self, records: list[dict[str, Any]], durable: bool) -> None:
         if self._fd is None:
@@ -270,6 +282,23 @@ def unlock(handle: int | None) -> None:
     """Release a lock taken by :func:`lock`."""
     if handle is not None:
         os.close(handle)  # closing the descriptor releases the flock
+
+
+def directory_problem(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold checkpoint journals, or ``None``: it must be a
+    writable directory, or not exist yet below a writable one (it is made on first use)."""
+    if directory.exists():
+        if not directory.is_dir():
+            return "that is a file, not a directory"
+        return None if os.access(directory, os.W_OK | os.X_OK) else "the directory is not writable"
+    parent = directory.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"it does not exist and {parent} is not writable, so it cannot be made"
+    return None
 
 
 def write_all(fd: int, data: bytes, durable: bool) -> None:

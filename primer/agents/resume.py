@@ -63,7 +63,13 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         if journal.status == "finished":
             recorder.close()
             return _stored_result(journal, state)
-        calls, settled, undecided = _plan(journal, state)
+        try:
+            calls, settled, undecided = _plan(journal, state)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, CheckpointError):
+                raise
+            raise CheckpointError(f"{journal.path}: a recorded call is malformed "
+                                  f"({type(e).__name__}: {e}). Nothing was run.") from None
     except BaseException:
         recorder.close()
         raise
