@@ -47,8 +47,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from .bounded import JSONRefused, parse_json
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import Message
+from .redaction import redact
 from .request_check import messages_problems, request_problems
 
 #: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
@@ -56,14 +58,13 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
                429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 
-#: Request headers whose values are never recorded (they carry credentials).
-SECRET_HEADERS = ("x-api-key", "authorization")
 
 
 @dataclass
 class RecordedRequest:
     """One request the server received: ``path`` (no query), ``query``, ``headers`` (lower-case
-    names; credential values replaced by ``"<redacted>"``) and the parsed JSON ``body``."""
+    names; credentials redacted by :func:`~primer.agents.redaction.redact`) and the parsed
+    JSON ``body``."""
 
     path: str
     query: str
@@ -308,11 +309,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            body: Any = json.loads(raw or b"null")
-        except ValueError:
+            body: Any = parse_json(raw or b"null")
+        except JSONRefused:
             body = None
-        headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
-                   for k, v in self.headers.items()}
+        headers = redact({k.lower(): v for k, v in self.headers.items()})
         with self.owner._lock:
             self.owner.requests.append(RecordedRequest(parts.path, parts.query, headers, body))
         status, extra, payload = self.owner.handle(parts.path, body)
