@@ -27,6 +27,7 @@ above a tool input) and far below what breaks the interpreter.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -96,6 +97,34 @@ def read_bounded(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -
     regular file, a file larger than ``limit`` (before reading it), and an ``OSError``
     while opening or reading (its message in ``reason``).
     """
+    fd = _open_regular(path, limit)
+    try:
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise UnreadableFile(path, f"grew past the {limit:,} bytes a file may have "
+                                           f"here while it was read")
+        return b"".join(chunks)
+    except OSError as e:
+        raise UnreadableFile(path, f"cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def open_bounded(path: str | os.PathLike[str], *,
+                 limit: int = MAX_FILE_BYTES) -> io.BufferedReader:
+    """The regular file at ``path`` opened for reading in binary (for a reader that goes
+    line by line), after the checks of :func:`read_bounded`; the same errors."""
+    return os.fdopen(_open_regular(path, limit), "rb")
+
+
+def _open_regular(path: str | os.PathLike[str], limit: int) -> int:
+    """A read descriptor of the regular file at ``path`` of at most ``limit`` bytes."""
     p = os.fspath(path)
     try:
         info = os.stat(p)
@@ -116,25 +145,11 @@ def read_bounded(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -
         fd = os.open(p, flags)
     except OSError as e:
         raise UnreadableFile(path, f"cannot be opened ({e.strerror or e})") from None
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):  # swapped between the check and the open
-            raise UnreadableFile(path, f"is {_kind(opened.st_mode)}, not a regular file")
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise UnreadableFile(path, f"grew past the {limit:,} bytes a file may have "
-                                           f"here while it was read")
-        return b"".join(chunks)
-    except OSError as e:
-        raise UnreadableFile(path, f"cannot be read ({e.strerror or e})") from None
-    finally:
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode):  # swapped between the check and the open
         os.close(fd)
+        raise UnreadableFile(path, f"is {_kind(opened.st_mode)}, not a regular file")
+    return fd
 
 
 def decode_utf8(data: bytes) -> str:
