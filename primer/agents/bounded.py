@@ -116,6 +116,17 @@ def read_bounded(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -
         os.close(fd)
 
 
+def read_text(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of the regular file at ``path`` (:func:`read_bounded`, then
+    :func:`decode_utf8`). Raises :class:`UnreadableFile`, whose ``reason`` also covers text
+    that is not UTF-8."""
+    data = read_bounded(path, limit=limit)
+    try:
+        return decode_utf8(data)
+    except JSONRefused as e:
+        raise UnreadableFile(path, e.reason) from None
+
+
 def open_bounded(path: str | os.PathLike[str], *,
                  limit: int = MAX_FILE_BYTES) -> io.BufferedReader:
     """The regular file at ``path`` opened for reading in binary (for a reader that goes
@@ -298,6 +309,19 @@ def json_problem(value: Any, *, text: bool = False, max_depth: int = MAX_DEPTH) 
         if problem:
             return problem + _where(path)
     return None
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: a surrogate pair written as two characters is joined into
+    the one character it stands for, and each lone surrogate becomes U+FFFD (the replacement
+    character). UTF-8, and so any request to a model, cannot carry a lone surrogate."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def safe_repr(value: Any, limit: int = 60) -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr
+from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, valid_text
 from .llm import Reply, Usage
 from .messages import Block, text_block, tool_use_block
 from .tools import json_type, object_problem, safe_str
@@ -134,7 +134,7 @@ def _plain(content: list[Any], taken: set[str]) -> list[Block] | None:
         elif kind == "text":
             text = b.get("text")
             if type(text) is not str or len(b) != 2 or not text.strip() \
-                    or not (text.isascii() or not _bad_unicode(text)):
+                    or valid_text(text) is not text:
                 return None
         else:
             return None
@@ -190,7 +190,7 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
     "problem"}``. ``taken`` (the run's ids so far) is updated with this reply's ids.
     """
     if isinstance(content, str):
-        fixed = _fix_unicode(content) if not content.isascii() else content
+        fixed = valid_text(content)
         blocks = [text_block(fixed)] if fixed.strip() else []
         unchanged = fixed is content and blocks
         return blocks, (None if unchanged or not content else content), {}
@@ -203,14 +203,14 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
         if kind == "text":
             text = block.get("text")
             if type(text) is str and len(block) == 2 and text.strip() \
-                    and (text.isascii() or not _bad_unicode(text)):
+                    and valid_text(text) is text:
                 out.append(block)  # the common case: exactly as sent
                 continue
             changed = True
             if type(text) is not str:
-                out.append(text_block(f"(a text block whose text was {_described(text)})"))
+                out.append(_note(f"(a text block whose text was {_described(text)})"))
             elif text.strip():
-                out.append(_text_like(block, _fix_unicode(text)))
+                out.append(_text_like(block, valid_text(text)))
         elif kind == "tool_use":
             block, problem, fixed = _tool_use(block, content, call_no, k, taken)
             changed = changed or fixed
@@ -223,14 +223,14 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
                 out.append(block)
                 continue
             changed = True
-            out.append(text_block(f"(a {kind} block that cannot be sent on: {problem})"))
+            out.append(_note(f"(a {kind} block that cannot be sent on: {problem})"))
         else:
             changed = True
             if type(block) is dict:
-                out.append(text_block(f"(a content block of type {_described(kind)}, which a "
+                out.append(_note(f"(a content block of type {_described(kind)}, which a "
                                       f"model reply cannot hold)"))
             else:
-                out.append(text_block(f"(unreadable content block: {safe_str(block, 200)})"))
+                out.append(_note(f"(unreadable content block: {safe_str(block, 200)})"))
     received = [_as_received(b) for b in content] if changed else None
     return out, received, refused
 
@@ -269,21 +269,14 @@ def _described(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
-        return safe_repr(_fix_unicode(value), 60)
+        return safe_repr(valid_text(value), 60)
     return f"{json_type(value)} ({safe_repr(value, 40)})"
 
 
-def _bad_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _fix_unicode(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD (the Unicode replacement)."""
-    return text.encode("utf-8", "replace").decode("utf-8") if _bad_unicode(text) else text
+def _note(text: str) -> Block:
+    """A text block the harness writes about what it received (valid Unicode whatever the
+    received value held)."""
+    return text_block(valid_text(text))
 
 
 def _text_like(block: dict[str, Any], text: str) -> Block:

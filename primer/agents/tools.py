@@ -37,7 +37,7 @@ import fastjsonschema
 import pydantic
 
 from ._fast_imports import import_jsonschema
-from .bounded import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json
+from .bounded import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, valid_text
 from .llm import Usage
 from .messages import Block, tool_result_block
 
@@ -292,8 +292,14 @@ class ToolExecution:
             self.usage = Usage.from_dict(self.usage)
 
     def result_block(self) -> Block:
-        """The ``tool_result`` block answering this call."""
-        return tool_result_block(self.tool_use_id, self.content, self.is_error)
+        """The ``tool_result`` block answering this call. Its content is always valid text for
+        the Messages API: a lone surrogate (from a tool's return value or an exception's
+        message) becomes U+FFFD, anything but a string its ``str``."""
+        content = self.content
+        if type(content) is not str:
+            content = safe_str(content)
+        content = valid_text(content)
+        return tool_result_block(self.tool_use_id, content, self.is_error)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -486,7 +492,7 @@ def result_text(value: Any) -> tuple[str, str | None]:
     cannot encode are reported as a problem rather than sent garbled.
     """
     if type(value) is str:
-        return (value if value.isascii() else _valid_unicode(value)), None
+        return valid_text(value), None
     if value is None:
         return "(no output)", None
     if isinstance(value, bytes | bytearray):
@@ -496,19 +502,9 @@ def result_text(value: Any) -> tuple[str, str | None]:
             return "", (f"returned {len(value)} bytes that are not UTF-8 text; a tool must "
                         f"return text or JSON")
     try:
-        return _valid_unicode(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
+        return valid_text(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
     except (TypeError, ValueError, RecursionError) as e:
         return "", f"returned a {type(value).__name__} that cannot be sent as JSON ({e})"
-
-
-def _valid_unicode(text: str) -> str:
-    """``text`` with any lone surrogate (which UTF-8, and so the API, cannot carry) replaced
-    by U+FFFD, the Unicode replacement character."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
