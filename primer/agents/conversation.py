@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .bounded import JSONRefused, UnreadableFile, decode_utf8, parse_json, read_bounded
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text
 from .config import AgentConfig
 from .llm import STOP_REASONS, Usage, estimate_tokens
 from .messages import Message, text_of, tool_uses_of
@@ -72,17 +72,14 @@ def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
     """
     p = Path(path)
     try:
-        data = read_bounded(p)
+        stripped = read_text(p).lstrip()
     except UnreadableFile as e:
         if e.missing:
             raise TraceError(f"{p}: no such file. Give a trace (JSON Lines, as run_agent(..., "
                              f"trace=PATH) writes it) or a conversation saved as JSON.") \
                 from None
-        raise TraceError(f"{p}: {e.reason}; give a trace or conversation file.") from None
-    try:
-        stripped = decode_utf8(data).lstrip()
-    except JSONRefused as e:
-        raise TraceError(f"{p} {e.reason}: a trace or conversation is JSON text.") from None
+        raise TraceError(f"{p}: {e.reason}; give a trace or conversation file (JSON text).") \
+            from None
     whole = None
     if stripped[:1] in ("[", "{"):
         try:

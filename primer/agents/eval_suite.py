@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .bounded import JSONRefused, UnreadableFile, decode_utf8, parse_json, read_bounded
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text
 from .config import AgentConfig
 from .evals import EvalTask
 from .llm import LLM
@@ -136,11 +136,9 @@ def _read(path: Path) -> Any:
     if suffix not in (".yaml", ".yml", ".json"):
         raise SuiteError(f"{path}: a suite file ends in .yaml, .yml or .json")
     try:
-        text = decode_utf8(read_bounded(path))
+        text = read_text(path)
     except UnreadableFile as e:
         raise SuiteError(f"{path}: no such suite file" if e.missing else str(e)) from None
-    except JSONRefused as e:
-        raise SuiteError(f"{path} {e.reason}") from None
     if suffix == ".json":
         try:
             return parse_json(text)

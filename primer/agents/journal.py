@@ -347,6 +347,9 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
                 from None
         raise CheckpointError(f"{path}: {e.reason}; a checkpoint is a run-NNN.jsonl file. "
                               f"Nothing was run.") from None
+    if not data:
+        raise CheckpointError(f"{path}: the file is empty: not a checkpoint (a run that was "
+                              f"killed before its first line leaves no file). Nothing was run.")
     lines = data.split(b"\n")
     torn = lines.pop()  # b"" when the file ends with a newline, as a complete one does
     notes = []

@@ -82,12 +82,13 @@ class JournalRecorder:
     def reopen(cls, path: str | Path) -> tuple[JournalRecorder, Journal]:
         """Lock the journal at ``path``, read and verify it, cut off a torn last line, and
         return a recorder that appends to it, with what it holds. The lock is held until
-        :meth:`close`. Raises :class:`~primer.agents.journal.CheckpointError` for a bad file.
+        :meth:`close`. Raises :class:`~primer.agents.journal.CheckpointError` for a bad file,
+        before any lock file is made beside it (it is read once unlocked, then again under
+        the lock).
         """
         path = Path(path)
-        if not path.is_file():
-            read_journal(path)  # raises the "no such checkpoint file" error
         key = checkpoint_key(path.parent)
+        read_journal(path, key)  # a file that is no journal is refused before any lock file
         handle = lock(path)
         try:
             journal = read_journal(path, key)

@@ -56,7 +56,7 @@ from typing import IO, Any
 
 import orjson
 
-from .bounded import JSONRefused, UnreadableFile, decode_utf8, parse_json, read_bounded, safe_repr
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text, safe_repr
 from .config import AgentConfig
 from .cost import cost_usd
 from .jsontext import compact
@@ -340,18 +340,14 @@ def load_trace(path: PathLike) -> Trace:
     """
     p = Path(path)
     try:
-        data = read_bounded(p)
+        text = read_text(p)
     except UnreadableFile as e:
         if e.missing:
             raise TraceError(f"{p}: no such trace file. Record one with run_agent(..., "
                              f"trace='{p}') or `python -m primer demo NAME --trace {p}`.") \
                 from None
-        raise TraceError(f"{p}: {e.reason}; a trace is a JSON Lines file.") from None
-    try:
-        text = decode_utf8(data)
-    except JSONRefused as e:
-        raise TraceError(f"{p} {e.reason}: a trace is UTF-8 JSON Lines, as run_agent(..., "
-                         f"trace=PATH) writes it.") from None
+        raise TraceError(f"{p}: {e.reason}; a trace is a UTF-8 JSON Lines file, as "
+                         f"run_agent(..., trace=PATH) writes it.") from None
     lines = text.split("\n")
     torn_end = lines.pop() != ""  # a complete file ends with a newline
     if torn_end:
