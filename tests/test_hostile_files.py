@@ -20,9 +20,18 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import BROKEN_PIPE_EXIT, main
-from primer.agents import AgentConfig, ScriptedLLM, StopCause, run_agent, text_reply, tool_reply
+from primer.agents import (
+    AgentConfig,
+    CheckpointError,
+    ScriptedLLM,
+    StopCause,
+    run_agent,
+    text_reply,
+    tool_reply,
+)
 from primer.agents.checkpoint import read_checkpoint
 from primer.agents.journal import FORMAT_NAME, checkpoint_key, read_journal, signed_lines
+from primer.agents.keystore import forget_anchor, write_anchor
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import RefundLedger, ledger_path
 
@@ -106,8 +115,6 @@ def test_approve_with_a_wrong_path_creates_no_stray_lock_file(tmp_path, monkeypa
 
 def test_a_checkpoint_dir_whose_parent_is_a_file_is_refused_before_the_run(tmp_path):
     (tmp_path / "file").write_text("x")
-    from primer.agents import CheckpointError
-
     with pytest.raises(CheckpointError, match="is not a directory. Nothing was run"):
         run_agent(ScriptedLLM(["done"]), "task",
                   config=AgentConfig(checkpoint_dir=str(tmp_path / "file" / "ck")))
@@ -123,6 +130,7 @@ def resigned(path: Path, edit) -> None:
                for line in path.read_text().splitlines()]
     data, _ = signed_lines(edit(records), checkpoint_key(path.parent), FORMAT_NAME.encode())
     path.write_bytes(data)
+    forget_anchor(path, records[0]["journal_id"])  # rewritten: read as a journal from elsewhere
 
 
 def _edit_line(records, kind, change):
@@ -151,6 +159,8 @@ CHECKPOINT_CORPUS = {
     "signed-wrong-field-type": lambda p: resigned(p, lambda rs: _edit_line(
         rs, "pause", lambda r: r["calls"][0].update(needs_approval="no"))),
     "signed-unknown-record": lambda p: resigned(p, lambda rs: [*rs, {"type": "party"}]),
+    "tail-cut-at-a-line-boundary": lambda p: p.write_text(
+        "".join(line + "\n" for line in p.read_text().splitlines()[:-1])),
 }
 
 
@@ -208,6 +218,48 @@ def test_the_journal_read_back_is_the_same_after_every_refusal(paused):
     before = paused.read_bytes()
     cli("approve", str(paused), "toolu_nope", "--yes")
     assert paused.read_bytes() == before and read_journal(paused).status == "awaiting_approval"
+
+
+# ---------------------------------------------------------------- a journal's end
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True)
+
+
+def test_a_journal_cut_at_a_line_boundary_after_its_end_was_on_disk_is_refused(paused):
+    paused.write_text("".join(_lines(paused)[:-1]))  # the pause line, fsynced, is gone
+    with pytest.raises(CheckpointError, match="ends before its last line that was on disk"):
+        read_journal(paused)
+
+
+def test_an_older_copy_put_back_in_place_of_a_journal_is_refused(paused, tmp_path):
+    older = paused.read_bytes()
+    call = read_checkpoint(paused)["calls"][0]["tool_use_id"]
+    assert cli("approve", str(paused), call, "--yes")[0] == 0  # a decision line, fsynced
+    paused.write_bytes(older)  # the approval "never happened"? it did
+    code, _, err = cli("resume", str(paused))
+    assert_one_line_refusal(code, err)
+    assert "ends before its last line that was on disk" in err and refunds_paid(paused) == 0
+
+
+def test_a_copy_of_a_journal_elsewhere_is_read_with_a_note_that_its_end_is_unchecked(paused,
+                                                                                     tmp_path):
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(paused.read_bytes())
+    assert any("cut-off end could not be noticed" in n for n in read_journal(copy).notes)
+    assert read_journal(paused).notes == []
+
+
+def test_a_crash_after_a_line_but_before_its_anchor_is_still_read(paused):
+    """The line is on disk before its anchor is written: a kill between the two leaves the
+    anchor one line behind, which is a journal that goes on, not one cut short."""
+    journal = read_journal(paused)
+    header = json.loads(_lines(paused)[0][: _lines(paused)[0].rindex(', "mac"')] + "}")
+    before = sum(len(line.encode()) for line in _lines(paused)[:-1])
+    previous_mac = _lines(paused)[-2].rsplit('"mac": "', 1)[1][:64].encode()
+    write_anchor(paused, header["journal_id"], before, previous_mac)
+    assert read_journal(paused).size == journal.size
 
 
 # ---------------------------------------------------------------- the trace corpus

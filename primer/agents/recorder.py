@@ -35,6 +35,7 @@ from .journal import (
     read_journal,
     signed_lines,
 )
+from .keystore import new_journal_id, write_anchor
 from .messages import Block
 from .state import RunState, Stop, StopCause
 from .tools import ToolExecution, call_needs_approval, idempotency_key
@@ -77,6 +78,8 @@ class JournalRecorder:
         self._mutex = threading.Lock()
         self._messages = self._steps = self._executions = self._compactions = 0
         self._totals: dict[str, Any] | None = None
+        self._journal_id: str | None = None
+        self._size = 0  # bytes written to the journal (its anchor records where it ends)
 
     @classmethod
     def reopen(cls, path: str | Path) -> tuple[JournalRecorder, Journal]:
@@ -100,7 +103,8 @@ class JournalRecorder:
             raise
         rec = cls(path.parent, scenario=journal.header.get("scenario"))
         rec.path, rec._fd, rec._lock, rec._key, rec._mac = path, fd, handle, key, journal.mac
-        rec.status = journal.status
+        rec.status, rec._size = journal.status, journal.size
+        rec._journal_id = journal.header.get("journal_id")
         steps = journal.state["steps"]
         rec._messages, rec._steps = len(journal.state["messages"]), len(steps)
         rec._executions = len(steps[-1]["executions"]) if steps else 0
@@ -209,6 +213,17 @@ class JournalRecorder:
             raise RuntimeError("the journal is closed")
         data, self._mac = signed_lines(records, self._key, self._mac)
         write_all(self._fd, data, durable)
+        self._size += len(data)
+        if durable:
+            self._anchor()
+
+    def _anchor(self) -> None:
+        """Record where the journal ends now, outside the checkpoint directory (see
+        :mod:`primer.agents.keystore`). Best effort: a key directory that cannot be written
+        costs the check of a cut-off end, not the run."""
+        if self._journal_id is not None and self.path is not None:
+            with contextlib.suppress(OSError):
+                write_anchor(self.path, self._journal_id, self._size, self._mac)
 
     def _snapshot(self, state: RunState) -> dict[str, Any]:
         """A ``state`` record of the whole run; what follows it is new."""
@@ -240,17 +255,21 @@ class JournalRecorder:
         self._key = checkpoint_key(self.directory)
         snapshot = self._snapshot(state)
 
+        self._journal_id = new_journal_id()
+
         def lines_for(run_id: str) -> bytes:
             header = {"type": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION,
-                      "run_id": run_id, "system": state.system,
+                      "run_id": run_id, "journal_id": self._journal_id, "system": state.system,
                       "config": state.config.to_dict(), "tools": state.tool_defs}
             if self.scenario:
                 header["scenario"] = self.scenario
             data, self._mac = signed_lines([header, snapshot, record], self._key,
                                            FORMAT_NAME.encode())
+            self._size = len(data)
             return data
 
         self.path, self._fd, self._lock = create_journal(self.directory, lines_for)
+        self._anchor()
 
 
 # ---------------------------------------------------------------- files and locks
