@@ -248,8 +248,11 @@ def check_repeats(state: RunState) -> Stop | None:
 
 @stops(StopCause.AWAITING_APPROVAL)
 def check_approval(state: RunState) -> Stop | None:
-    """Pause with awaiting_approval when a requested call needs a person's approval (its
-    tool's ``needs_approval`` is true, or its predicate says so for this input)."""
+    """Pause with awaiting_approval when a requested call needs a person's approval.
+
+    A call needs it when its tool's ``needs_approval`` is true, or its predicate says so for
+    this input; a call refused where the reply entered the loop never runs, so never waits.
+    """
     names: set[str] = set()
     reply = state.last_reply
     for b in reply.tool_uses:

@@ -347,10 +347,10 @@ def _check_anchor(journal: Journal, ends: dict[int, bytes]) -> None:
     size, mac = anchor
     if ends.get(size) != mac:
         raise CheckpointError(
-            f"{journal.path}: the journal ends before its last line that was on disk (it was "
-            f"at least {size:,} bytes; {journal.size:,} are left): its end was cut off after "
-            f"the run wrote it, which a crash cannot do. Restore it from a copy, or start the "
-            f"task again. Nothing was run.")
+            f"{journal.path}: the journal ends before its last line that was on disk: its end "
+            f"was cut off (or an older copy put in its place) after the run wrote it, which a "
+            f"crash cannot do. Restore the latest copy, or start the task again. Nothing was "
+            f"run.")
 
 
 def _header(path: Path, line: bytes) -> dict[str, Any]:

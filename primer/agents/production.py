@@ -240,7 +240,7 @@ def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> s
     else:
         done = ("its process was stopped, possibly part-way" if error.stopped
                 else "the call was abandoned, not stopped, so it may still complete")
-        head = f"{t.name} timed out after {error.timeout_s:g} s; {done}, so its outcome is unknown"
+        head = f"{t.name} timed out after {error.timeout_s:g} s; {done}: its outcome is unknown"
     return (f"{head}. It changes state, so it was not retried automatically: the first attempt "
             f"may already have taken effect. Check the current state (look the result up) "
             f"before calling {t.name} again. Idempotency key of this call: "
