@@ -31,7 +31,7 @@ from primer.agents import (
 )
 from primer.agents.checkpoint import read_checkpoint
 from primer.agents.journal import FORMAT_NAME, checkpoint_key, read_journal, signed_lines
-from primer.agents.keystore import forget_anchor, write_anchor
+from primer.agents.keystore import anchor_path, forget_anchor, write_anchor
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import RefundLedger, ledger_path
 
@@ -258,7 +258,7 @@ def test_a_crash_after_a_line_but_before_its_anchor_is_still_read(paused):
     header = json.loads(_lines(paused)[0][: _lines(paused)[0].rindex(', "mac"')] + "}")
     before = sum(len(line.encode()) for line in _lines(paused)[:-1])
     previous_mac = _lines(paused)[-2].rsplit('"mac": "', 1)[1][:64].encode()
-    write_anchor(paused, header["journal_id"], before, previous_mac)
+    write_anchor(anchor_path(paused, header["journal_id"]), before, previous_mac)
     assert read_journal(paused).size == journal.size
 
 

@@ -125,17 +125,21 @@ def anchor_path(journal: Path, journal_id: str) -> Path:
     return key_file_path().parent / "anchors" / where
 
 
-def write_anchor(journal: Path, journal_id: str, size: int, mac: bytes) -> None:
-    """Record that the journal ``journal_id`` at ``journal`` is at least ``size`` bytes long
-    and that its line ending there is signed ``mac``; atomic (a temporary file renamed over
-    the old one) and on disk when it returns. Raises ``OSError`` when it cannot be written."""
-    path = anchor_path(journal, journal_id)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def write_anchor(path: Path, size: int, mac: bytes) -> None:
+    """Record at ``path`` (an :func:`anchor_path`) that its journal is at least ``size`` bytes
+    long and that its line ending there is signed ``mac``: a temporary file renamed over the
+    old one. Not fsynced, on purpose: the journal's line is on disk before this is written, so
+    whatever a power cut leaves (this anchor, an older one, none, an unreadable one) is never
+    ahead of the journal; an unreadable anchor reads as none. Raises ``OSError`` when it
+    cannot be written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except FileNotFoundError:  # the first anchor: make the directory
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, f"{size} ".encode() + mac + b"\n")
-        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

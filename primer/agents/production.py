@@ -106,11 +106,11 @@ class ToolRunner:
         if t is None:
             return self.registry.run(block)
         if t.timeout_s is None and self.timeout_s is None:  # an untimed first attempt, lean
-            _caught.error = None
-            execution = self.registry.run(block, invoke=_invoke_untimed)
-            error, _caught.error = _caught.error, None
+            execution = self.registry.run(block, invoke=_invoke_untimed, tool=t)
+            error = _caught.error  # (None between calls: it is cleared once read)
             if error is None:
                 return execution  # the common case: one attempt, no transient error
+            _caught.error = None
             return self._attempts(block, t, [], (execution, error))
         return self._attempts(block, t, [], None)
 

@@ -35,7 +35,7 @@ from .journal import (
     read_journal,
     signed_lines,
 )
-from .keystore import new_journal_id, write_anchor
+from .keystore import anchor_path, new_journal_id, write_anchor
 from .messages import Block
 from .state import RunState, Stop, StopCause
 from .tools import ToolExecution, call_needs_approval, idempotency_key
@@ -79,6 +79,7 @@ class JournalRecorder:
         self._messages = self._steps = self._executions = self._compactions = 0
         self._totals: dict[str, Any] | None = None
         self._journal_id: str | None = None
+        self._anchor_path: Path | None = None
         self._size = 0  # bytes written to the journal (its anchor records where it ends)
 
     @classmethod
@@ -222,8 +223,10 @@ class JournalRecorder:
         :mod:`primer.agents.keystore`). Best effort: a key directory that cannot be written
         costs the check of a cut-off end, not the run."""
         if self._journal_id is not None and self.path is not None:
+            if self._anchor_path is None:  # (resolved once: the journal does not move)
+                self._anchor_path = anchor_path(self.path, self._journal_id)
             with contextlib.suppress(OSError):
-                write_anchor(self.path, self._journal_id, self._size, self._mac)
+                write_anchor(self._anchor_path, self._size, self._mac)
 
     def _snapshot(self, state: RunState) -> dict[str, Any]:
         """A ``state`` record of the whole run; what follows it is new."""

@@ -77,7 +77,8 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
     n = len(state.steps) + 1
-    if reply.tool_uses:
+    uses = reply.tool_uses  # (one call never passes a per-reply limit, which is >= 1)
+    if uses and (len(uses) > 1 or state.config.max_tool_calls_per_run is not None):
         limit_calls(state, reply)
     state.add_usage(reply.usage)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
@@ -138,7 +139,8 @@ def after_tools(state: RunState, calls: list[Block],
     The one after-tools path of the loop, of resume and of a run carried on after a hung
     call. Calls whose result is already on the step (run at a pause) or in ``settled``
     (decided without running now: a rejection, an outcome recorded before a crash, a
-    timeout) are not run; the rest run concurrently (:func:`run_calls`). All results go
+    timeout) are not run, nor are calls refused where the reply entered the loop
+    (:func:`refusals`); the rest run concurrently (:func:`run_calls`). All results go
     into one user message in request order, the new ones are counted (usage of models
     inside tools, the no-progress window, ``tool_execution`` events) and recorded, then the
     :data:`~primer.agents.exits.AFTER_TOOLS` checks run; returns the first that fires. A
@@ -147,11 +149,12 @@ def after_tools(state: RunState, calls: list[Block],
     if not calls:
         return None
     step = state.steps[-1]
-    if not step.executions and not settled:  # the common case: every call runs now
+    refused = step.reply.refused
+    if not step.executions and not settled and not refused:  # the common case: all run now
         executions = new = run_calls(state, calls, reply_calls=calls)
     else:
         earlier = {e.tool_use_id: e for e in step.executions}
-        known = {**(settled or {}), **earlier}
+        known = {**(settled or {}), **refusals(state, calls), **earlier}
         todo = [b for b in calls if b["id"] not in known]
         known.update((e.tool_use_id, e) for e in run_calls(state, todo, reply_calls=calls,
                                                            settled=settled))
@@ -193,9 +196,6 @@ def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecuti
     before it runs and done after; ``record`` records the result of any call.
     """
     assert state.runner is not None
-    refused = state.steps[-1].reply.refused
-    if refused and block.get("id") in refused:  # refused at the boundary: never runs
-        return state.registry.refuse(block, refused[block["id"]])
     if not state.hooks and state.recorder is None:
         return state.runner(block)  # nothing to wrap the call in
     call = block
@@ -240,17 +240,30 @@ def pause(state: RunState, stop: Stop) -> AgentResult:
     """The approval gate fired on the last reply: record the pause, run its calls that need
     no approval (once; their results are kept for the resumed run), finish.
 
-    Without a recorder nothing in the reply runs: every call stays pending.
+    Without a recorder nothing in the reply runs: every call stays pending. Calls refused
+    where the reply entered the loop get their error results either way (they never run).
     """
     reply = state.last_reply
+    answered = list(refusals(state, reply.tool_uses).values())  # they never run: no waiting
     if state.recorder is not None:
         state.recorder.paused(state, reply.tool_uses)
-        ready = [b for b in reply.tool_uses
-                 if not call_needs_approval(state.registry, b, reply.refused)]
-        ran = run_calls(state, ready, record_all=True)
-        state.steps[-1].executions.extend(ran)
-        account_executions(state, ran)
+        ready = [b for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)
+                 and not call_needs_approval(state.registry, b, reply.refused)]
+        answered += run_calls(state, ready, record_all=True)
+    state.steps[-1].executions.extend(answered)
+    account_executions(state, answered)
     return finish(state, stop, reply)
+
+
+def refusals(state: RunState, calls: list[Block]) -> dict[str, ToolExecution]:
+    """The error results of the ``calls`` the last reply's ``refused`` names (broken input,
+    too many calls: see :func:`~primer.agents.replies.accept_reply` and
+    :func:`limit_calls`), by ``tool_use`` id. They never run."""
+    refused = state.steps[-1].reply.refused
+    if not refused:
+        return {}
+    return {b["id"]: state.registry.refuse(b, refused[b["id"]]) for b in calls
+            if b["id"] in refused}
 
 
 def finish(state: RunState, stop: Stop, reply: Reply | None = None,

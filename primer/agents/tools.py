@@ -288,7 +288,7 @@ class ToolExecution:
     cost_usd: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.usage, dict):  # read back from JSON (checkpoints, traces)
+        if self.usage is not None and type(self.usage) is dict:  # read back from JSON
             self.usage = Usage.from_dict(self.usage)
 
     def result_block(self) -> Block:
@@ -296,9 +296,8 @@ class ToolExecution:
         the Messages API: a lone surrogate (from a tool's return value or an exception's
         message) becomes U+FFFD, anything but a string its ``str``."""
         content = self.content
-        if type(content) is not str:
-            content = safe_str(content)
-        content = valid_text(content)
+        if type(content) is not str or not content.isascii():
+            content = valid_text(safe_str(content) if type(content) is not str else content)
         return tool_result_block(self.tool_use_id, content, self.is_error)
 
     def to_dict(self) -> dict[str, Any]:
@@ -385,15 +384,19 @@ class ToolRegistry:
         return ToolExecution(call_id, name, block.get("input"), text, True, kind)
 
     def run(self, block: Block,
-            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None) -> ToolExecution:
+            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None, *,
+            tool: Tool | None = None) -> ToolExecution:
         """Validate and run one ``tool_use`` block; every failure becomes an error result.
 
         ``invoke(tool, input, tool_use_id)`` calls the tool (default :meth:`Tool.invoke`);
         :class:`primer.agents.production.ToolRunner` passes one that adds a timeout.
+        ``tool``, when the caller has already looked the block's name up, is that tool.
         """
-        call_id = str(block.get("id", ""))
+        call_id = block.get("id", "")
+        if type(call_id) is not str:
+            call_id = str(call_id)
         name, args = block.get("name"), block.get("input")
-        t = self.get(name)
+        t = tool if tool is not None else self.get(name)
         if t is None:
             return ToolExecution(call_id, str(name), args, self.unknown_tool_message(name),
                                  True, "unknown_tool")
@@ -415,6 +418,8 @@ class ToolRegistry:
             return ToolExecution(call_id, t.name, args, f"{t.name} {what}", True,
                                  "exception", time.perf_counter() - start)
         latency = time.perf_counter() - start
+        if type(value) is str and value.isascii():  # the common case: plain text
+            return ToolExecution(call_id, t.name, args, value, False, None, latency)
         usage, spent, failed = None, 0.0, False
         if isinstance(value, ToolOutput):
             value, usage, spent, failed = value.value, value.usage, value.cost_usd, value.is_error
