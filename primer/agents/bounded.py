@@ -214,8 +214,8 @@ def parse_json(text: str | bytes) -> Any:
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as e:
-        raise JSONRefused(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") \
-            from None
+        raise JSONRefused(f"not valid JSON: {e.msg.removesuffix(' at')} at line {e.lineno} "
+                          f"column {e.colno}") from None
     except RecursionError:
         raise JSONRefused(f"nested deeper than {MAX_DEPTH} levels") from None
     problem = json_problem(value)

@@ -50,8 +50,10 @@ from urllib.parse import urlsplit
 from .bounded import JSONRefused, parse_json
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import Message
-from .redaction import redact
 from .request_check import messages_problems, request_problems
+
+#: Request headers whose values are never recorded (they carry credentials).
+SECRET_HEADERS = ("x-api-key", "authorization")
 
 #: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
@@ -63,8 +65,7 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
 @dataclass
 class RecordedRequest:
     """One request the server received: ``path`` (no query), ``query``, ``headers`` (lower-case
-    names; credentials redacted by :func:`~primer.agents.redaction.redact`) and the parsed
-    JSON ``body``."""
+    names; credential values replaced by ``"<redacted>"``) and the parsed JSON ``body``."""
 
     path: str
     query: str
@@ -312,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = parse_json(raw or b"null")
         except JSONRefused:
             body = None
-        headers = redact({k.lower(): v for k, v in self.headers.items()})
+        headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
+                   for k, v in self.headers.items()}
         with self.owner._lock:
             self.owner.requests.append(RecordedRequest(parts.path, parts.query, headers, body))
         status, extra, payload = self.owner.handle(parts.path, body)
