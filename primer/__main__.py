@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: Modules of ``primer.commands`` whose sub-commands this program offers, in help order.
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen sub-command; returns the process exit code.
 
-    With no sub-command it prints a one-line hint and the help on stderr and returns 2.
+    With no sub-command it prints a one-line hint and the help on stderr and returns 2. When
+    the output's reader goes away (``| head``) it stops quietly with
+    :data:`BROKEN_PIPE_EXIT`.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -46,7 +49,29 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         parser.print_help(sys.stderr)
         return 2
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+    except BrokenPipeError:  # `python -m primer ... | head`: the reader has gone
+        return broken_pipe()
+    return code
+
+
+#: The exit code after the reader of the output went away: 128 + SIGPIPE, what a shell
+#: reports for a Unix tool that a closed pipe stopped (``yes | head``).
+BROKEN_PIPE_EXIT = 141
+
+
+def broken_pipe() -> int:
+    """Stop quietly when stdout's reader has gone (as Unix tools do): point stdout at
+    ``/dev/null`` so the interpreter's last flush cannot fail with a traceback, and return
+    :data:`BROKEN_PIPE_EXIT`. The recipe is the one in the ``signal`` module's docs."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a notebook, a test's capture)
+        pass
+    return BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":

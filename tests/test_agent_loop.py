@@ -311,7 +311,8 @@ def test_the_step_limit_allows_exactly_that_many_model_calls(limit):
     # the last call's request is answered but not run: no model call would read it
     assert [e.error_kind for e in result.executions] == [None] * (limit - 1) + ["not_run"]
     assert result.final_text is None
-    assert result.summary.startswith(f"Stopped at the step limit after {limit} model calls")
+    calls = "1 model call." if limit == 1 else f"{limit} model calls."
+    assert result.summary.startswith(f"Stopped at the step limit after {calls}")
     assert "not run: search" in result.summary
 
 
@@ -496,7 +497,8 @@ def test_every_kind_of_bad_call_gets_one_error_result_and_the_run_goes_on():
     assert by_kind[1][0] == "invalid_input" and "not an array" in by_kind[1][1]
     assert by_kind[2][0] == "invalid_input" and "at 'order_id'" in by_kind[2][1]
     assert '"required": ["order_id"]' in by_kind[2][1]
-    assert by_kind[3][0] == "invalid_input" and "arrived as a string" in by_kind[3][1]
+    assert by_kind[3][0] == "invalid_input"
+    assert "arrived as text holding a JSON object" in by_kind[3][1]
     assert by_kind[4] == ("exception", "boom failed: ValueError: disk full")
     assert by_kind[5] == (None, '{"total": 5900.0}')
     assert by_kind[6] == (None, "(no output)")

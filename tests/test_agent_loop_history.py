@@ -23,7 +23,7 @@ from primer.agents import (
     tool,
     tool_reply,
 )
-from primer.agents.fake_server import check_tool_pairing
+from primer.agents.request_check import messages_problems
 from primer.agents.history import UNANSWERED_RESULT, unanswered_tool_uses
 from primer.agents.messages import text_block, user_message
 from primer.scenarios.orders import SYSTEM, make_llm, make_tools
@@ -104,7 +104,7 @@ def test_a_crashed_runs_history_is_repaired_before_it_is_sent_and_the_repair_is_
     result = run_agent(ScriptedLLM(model), "Are you there?", make_tools(), messages=crashed,
                        on_event=lambda kind, data: events.append((kind, data)))
     sent = seen[0]
-    check_tool_pairing(sent)  # the provider's 400 rule holds
+    assert messages_problems(sent) == []  # the provider's 400 rule holds
     call_id = crashed[1]["content"][1]["id"]
     assert sent[2]["content"] == [
         {"type": "tool_result", "tool_use_id": call_id, "content": UNANSWERED_RESULT,
@@ -128,7 +128,7 @@ def test_a_new_reply_that_reuses_an_id_from_the_history_gets_a_fresh_one(first):
     second = run_agent(llm, "What is 1 + 1?", make_tools(), messages=first.messages)
     new_id = second.steps[0].executions[0].tool_use_id
     assert new_id != old_id
-    check_tool_pairing(second.messages)
+    assert messages_problems(second.messages) == []
 
 
 def test_a_continued_runs_trace_holds_the_history_and_replays_to_a_match(first, tmp_path):
@@ -172,7 +172,7 @@ def test_a_continued_run_that_pauses_resumes_with_its_history_and_its_ids(first,
     done = resume(paused.checkpoint, llm, tools)
     assert done.stop_cause is StopCause.END_TURN
     assert done.messages[: len(first.messages)] == first.messages
-    check_tool_pairing(done.messages)
+    assert messages_problems(done.messages) == []
 
 
 def test_a_state_read_back_knows_the_ids_of_the_conversation_before_the_run(first):

@@ -513,13 +513,16 @@ def test_the_sync_loop_inside_a_running_event_loop_still_runs_an_async_tool():
     assert result.executions[0].content.startswith("done 0") and result.final_text == "ok"
 
 
-def test_a_timeout_error_the_tool_raises_itself_is_its_own_error_not_the_time_limit():
-    @tool(timeout_s=5)
+def test_a_timeout_error_the_tool_raises_itself_is_its_own_timeout_not_the_time_limit():
+    @tool(timeout_s=5, side_effecting=True)
     async def upstream() -> str:
         """Calls a service that times out on its side."""
         raise TimeoutError("the upstream service timed out")
 
-    result = asyncio.run(run_agent_async(ScriptedLLM([tool_reply(("upstream", {})), "ok"]),
-                                         "go", [upstream]))
-    e = result.executions[0]
-    assert e.error_kind == "exception" and "TimeoutError: the upstream service" in e.content
+    script = [tool_reply(("upstream", {})), "ok"]
+    by_async = asyncio.run(run_agent_async(ScriptedLLM(script), "go", [upstream]))
+    by_sync = run_agent(ScriptedLLM(script), "go", [upstream])
+    e = by_async.executions[0]
+    assert e.error_kind == "timeout" and "TimeoutError: the upstream service" in e.content
+    assert "outcome is unknown" in e.content and "after 5 s" not in e.content
+    assert e.content == by_sync.executions[0].content

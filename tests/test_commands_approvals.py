@@ -39,16 +39,16 @@ def test_resume_of_an_undecided_run_says_what_still_awaits_approval(paused, caps
     assert f"awaiting approval: {paused.pending[0]['id']} issue_refund" in out
 
 
-def test_an_unknown_tool_use_id_exits_1_with_the_known_ids(paused, capsys):
-    assert main(["approve", paused.checkpoint, "toolu_nope", "--no"]) == 1
+def test_an_unknown_tool_use_id_exits_2_with_the_known_ids(paused, capsys):
+    assert main(["approve", paused.checkpoint, "toolu_nope", "--no"]) == 2
     err = capsys.readouterr().err
     assert "no call with tool_use_id 'toolu_nope'" in err and paused.pending[0]["id"] in err
 
 
-def test_a_corrupt_checkpoint_exits_1_and_runs_nothing(paused, capsys):
+def test_a_corrupt_checkpoint_exits_2_and_runs_nothing(paused, capsys):
     with open(paused.checkpoint, "a") as f:
         f.write("}\n")  # a whole line that no one signed
-    assert main(["resume", paused.checkpoint, "--scenario", "refund"]) == 1
+    assert main(["resume", paused.checkpoint, "--scenario", "refund"]) == 2
     err = capsys.readouterr().err
     assert "does not match its signature" in err and "Nothing was run" in err
 
@@ -64,8 +64,8 @@ def test_approve_needs_yes_or_no(paused):
     assert e.value.code == 2
 
 
-def test_approvals_list_of_a_missing_directory_exits_1(tmp_path, capsys):
-    assert main(["approvals", "list", str(tmp_path / "nowhere")]) == 1
+def test_approvals_list_of_a_missing_directory_exits_2(tmp_path, capsys):
+    assert main(["approvals", "list", str(tmp_path / "nowhere")]) == 2
     assert "no such directory" in capsys.readouterr().err
 
 
@@ -84,7 +84,7 @@ def test_resume_without_scenario_uses_the_one_the_checkpoint_records(paused, cap
 
 def test_resume_with_the_wrong_scenario_suggests_the_recorded_one(paused, capsys):
     assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes"]) == 0
-    assert main(["resume", paused.checkpoint, "--scenario", "orders"]) == 1
+    assert main(["resume", paused.checkpoint, "--scenario", "orders"]) == 2
     err = capsys.readouterr().err
     assert "issue_refund" in err and "--scenario refund" in err
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from primer.agents.fake_server import RequestError, check_tool_pairing
+from primer.agents.request_check import InvalidRequest, check_messages
 from primer.agents.history import (
     UNANSWERED_RESULT,
     history_problem,
@@ -53,9 +53,9 @@ def test_the_repair_text_says_the_outcome_is_unknown_not_that_the_call_did_not_r
 
 def test_the_provider_refuses_the_crashed_history_and_accepts_the_repaired_one():
     follow_up = user_message("Are you there?")
-    with pytest.raises(RequestError, match="toolu_1, toolu_2"):
-        check_tool_pairing([*crashed(), follow_up])
-    check_tool_pairing(with_new_turn(repair_history(crashed()).messages, "Are you there?"))
+    with pytest.raises(InvalidRequest, match="toolu_1, toolu_2"):
+        check_messages([*crashed(), follow_up])
+    check_messages(with_new_turn(repair_history(crashed()).messages, "Are you there?"))
 
 
 def test_a_partly_answered_reply_gets_only_the_missing_result_results_first_then_text():
@@ -73,7 +73,7 @@ def test_an_unanswered_reply_in_the_middle_gets_a_results_message_before_the_nex
     repaired = repair_history(history)
     assert [m["role"] for m in repaired.messages] == ["user", "assistant", "user", "assistant"]
     assert unanswered_tool_uses(repaired.messages) == []
-    check_tool_pairing(repaired.messages)
+    check_messages(repaired.messages)
 
 
 def test_a_reason_can_be_given_for_the_error_results():

@@ -21,6 +21,7 @@ from primer.agents.journal import (
     key_file_path,
     read_journal,
 )
+from primer.agents.keystore import forget_anchor
 from primer.agents.messages import text_block, tool_use_block
 
 
@@ -138,6 +139,7 @@ def test_a_torn_last_line_is_dropped_with_a_note_and_the_run_resumes_from_before
     path = Path(result.checkpoint)
     kept = b"".join(lines(path)[:6])  # header, state, started, done, results, started
     path.write_bytes(kept + b'{"type": "done", "tool_use_id": "tool')  # killed mid-write
+    forget_anchor(path, json.loads(kept.split(b"\n")[0])["journal_id"])  # (as the kill left it)
     journal = read_journal(path)
     assert journal.notes and "line 7 is torn" in journal.notes[0]
     assert journal.calls["toolu_2"].state == "started"

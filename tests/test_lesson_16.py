@@ -10,7 +10,7 @@ import pytest
 
 from primer.agents import AgentConfig, Session, StopCause, run_agent
 from primer.agents.cost import cached_history_usages, run_cost_usd
-from primer.agents.fake_server import RequestError, check_tool_pairing
+from primer.agents.request_check import InvalidRequest, check_messages
 from primer.agents.history import repair_history, with_new_turn
 from primer.agents.mcp import MCPConnection, mcp_inprocess_tools
 from primer.agents.mcp_server import mcp_server
@@ -97,11 +97,11 @@ def test_five_turns_make_12_calls_and_9828_tokens_and_turn_5_resends_3_times_tur
 def test_an_interrupted_runs_history_is_refused_until_repaired():
     llm = support_chat.make_llm()
     left = ask(llm, support_chat.QUESTIONS[0]).messages[:2]  # the reply whose call never returned
-    with pytest.raises(RequestError, match="toolu_01_2"):
-        check_tool_pairing(with_new_turn(left, "Hello? Are you still there?"))
+    with pytest.raises(InvalidRequest, match="toolu_01_2"):
+        check_messages(with_new_turn(left, "Hello? Are you still there?"))
     repaired = repair_history(left)
     assert repaired.repaired_ids == ["toolu_01_2"]
-    check_tool_pairing(with_new_turn(repaired.messages, "Hello? Are you still there?"))
+    check_messages(with_new_turn(repaired.messages, "Hello? Are you still there?"))
 
 
 @pytest.fixture(scope="module")

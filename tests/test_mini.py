@@ -81,7 +81,7 @@ def test_a_raising_tool_and_bad_input_become_error_observations():
     result = run_mini(scripted(*replies), "task", orders.mini_tools())
     first, second = (json.loads(r["observation"]) for r in result.rows[:2])
     assert first["is_error"] and "capital letter" in first["result"]
-    assert second["is_error"] and "must be a JSON object" in second["result"]
+    assert second["is_error"] and "not a JSON object" in second["result"]
 
 
 def test_an_argument_of_the_wrong_type_is_refused_before_the_tool_runs():

@@ -194,3 +194,16 @@ def test_with_a_checkpoint_dir_the_ledger_lives_beside_the_checkpoint(tmp_path, 
     assert "Refunded 40.00 USD" in done.stdout
     assert len(RefundLedger(tmp_path / "ck" / "refund_ledger.sqlite").refunds()) == 1
     assert not (tmp_path / "refund_ledger.sqlite").exists()
+
+
+def test_the_paused_refund_journal_lesson_08_describes(ledger, tmp_path):
+    """Lesson 08's figures: the paused refund run's journal has 5 signed lines (header, state,
+    the pause, the lookup run at the pause, the stop) and 4 messages, 1,237 tokens, 0.0088
+    USD."""
+    paused = get_demo("refund").run(checkpoint_dir=str(tmp_path / "ck"))
+    data = read_checkpoint(paused.checkpoint)
+    lines = Path(paused.checkpoint).read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["header", "state", "pause", "done",
+                                                             "stop"]
+    assert (len(lines), len(data["messages"]), sum(data["usage"].values()),
+            round(data["cost_usd"], 4)) == (5, 4, 1237, 0.0088)

@@ -16,7 +16,7 @@ from primer.agents import (
     tool,
     tool_reply,
 )
-from primer.agents.fake_server import check_tool_pairing
+from primer.agents.request_check import messages_problems
 from primer.agents.history import UNANSWERED_RESULT
 from primer.agents.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
 from primer.scenarios import support_chat
@@ -74,7 +74,7 @@ def test_the_session_history_is_the_last_runs_messages_and_every_call_is_answere
     session, _, second = two_turns
     assert session.messages is second.messages
     assert session.turns[-1].messages == len(second.messages)
-    check_tool_pairing(session.messages)
+    assert messages_problems(session.messages) == []
 
 
 def test_limits_apply_to_each_turn_not_to_the_session():
@@ -95,7 +95,7 @@ def test_a_history_left_by_a_crashed_run_is_repaired_and_the_turn_records_it():
     assert session.turns[0].repaired == [call_id]
     assert session.messages[2]["content"][0] == {"type": "tool_result", "tool_use_id": call_id,
                                                  "content": UNANSWERED_RESULT, "is_error": True}
-    check_tool_pairing(session.messages)
+    assert messages_problems(session.messages) == []
 
 
 def test_a_turn_whose_run_raises_leaves_the_session_as_it_was(two_turns):
@@ -174,7 +174,7 @@ def test_a_paused_turn_with_a_checkpoint_must_be_resumed_before_the_next(tmp_pat
     assert len(session.turns) == 1 and session.turns[0].stop_cause is StopCause.END_TURN
     assert session.turns[0].usage == done.usage
     assert session.send("Thanks!").final_text == "You are welcome."
-    check_tool_pairing(session.messages)
+    assert messages_problems(session.messages) == []
 
 
 def test_resume_without_a_paused_turn_is_a_clear_error(two_turns):

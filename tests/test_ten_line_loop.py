@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from primer.agents import ScriptedLLM, ScriptExhausted, ToolRegistry, text_reply, tool, tool_reply
-from primer.agents.fake_server import check_tool_pairing
+from primer.agents.request_check import check_messages
 from primer.agents.ten_line_loop import ten_line_loop
 from primer.scenarios import hr, orders
 
@@ -36,7 +36,7 @@ def test_parallel_calls_are_answered_in_one_user_message_in_request_order():
     asked = [b["id"] for b in messages[1]["content"] if b["type"] == "tool_use"]
     answered = [b["tool_use_id"] for b in messages[2]["content"]]
     assert len(asked) == 2 and answered == asked
-    check_tool_pairing(messages)  # the API's pairing rule holds (raises when it does not)
+    check_messages(messages)  # the API's pairing rule holds (raises when it does not)
 
 
 def test_the_system_prompt_is_a_parameter_not_a_message():

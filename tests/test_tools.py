@@ -152,7 +152,7 @@ def test_input_that_is_not_an_object_is_an_error_saying_what_it_was(bad, kind):
 def test_input_that_is_a_json_string_is_refused_rather_than_parsed():
     ran = REGISTRY.run(use("add", '{"a": 1, "b": 2}'))
     assert ran.is_error and ran.error_kind == "invalid_input"
-    assert "arrived as a string" in ran.content
+    assert "arrived as text holding a JSON object" in ran.content
 
 
 @pytest.mark.parametrize("name", ["get_ordr", None, ["get_order"]])

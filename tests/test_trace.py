@@ -20,10 +20,10 @@ from primer.agents import (
     tool,
     tool_reply,
 )
+from primer.agents.redaction import REDACTED
 from primer.agents.replay import ReplayLLM, replay
 from primer.agents.trace import (
     FORMAT_VERSION,
-    REDACTED,
     TraceError,
     load_trace,
     redact,

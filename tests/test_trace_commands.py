@@ -18,7 +18,7 @@ def test_demo_trace_records_a_file_that_trace_show_prints_step_by_step(tmp_path,
     assert main(["trace", "show", str(path)]) == 0
     out = capsys.readouterr().out
     n_calls = sum(e["event"] == "model_call" for e in steps)
-    assert out.count(" msgs, ~") == n_calls
+    assert out.count(" msg, ~") + out.count(" msgs, ~") == n_calls and "1 msg, ~" in out
     assert f"stop cause: {steps[-1]['cause']}" in out
 
 

@@ -51,7 +51,7 @@ from .exits import AFTER_REPLY, BEFORE_CALL, BEFORE_SEND, first_stop, validate_o
 from .hooks import Hooks
 from .llm import LLM, ScriptExhausted, TransientModelError
 from .messages import Block, Message
-from .production import model_failure
+from .production import client_timeout, model_failure
 from .result import AgentResult
 from .retry import ToolTimeout, TransientToolError
 from .state import CancelSignal, EventSink, RunState, Stop, StopCause
@@ -267,6 +267,8 @@ async def _attempt(registry: ToolRegistry, block: Block, t: Tool, timeout: float
         work = (t.invoke_async(args, call_id) if t.is_async
                 else in_worker(lambda: t.invoke(args, call_id)))
         value = await within(work, timeout, stopped=t.is_async)
+    except TimeoutError as e:  # the tool's own client gave up: as in the sync loop
+        error = client_timeout(e)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
         error = e
     latency = time.perf_counter() - start

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bounded import UnreadableFile, read_bounded
 from .journal import FORMAT_VERSION, CheckpointError, input_sha256, read_journal
 from .recorder import JournalRecorder
 from .resume import resume
@@ -154,6 +155,12 @@ def list_checkpoints(directory: str | Path) -> list[CheckpointInfo]:
     if directory.is_file():
         return [checkpoint_info(directory)]
     if not directory.is_dir():
+        if directory.exists():  # a FIFO, a device, a socket: what it is, not "missing"
+            try:
+                read_bounded(directory, limit=0)
+            except UnreadableFile as e:
+                raise CheckpointError(f"{directory}: {e.reason}; give a directory of "
+                                      f"checkpoints or one checkpoint file") from None
         raise CheckpointError(f"{directory}: no such directory of checkpoints (or "
                               f"checkpoint file)")
     files = [*directory.glob("*.jsonl"), *directory.glob("*.json")]

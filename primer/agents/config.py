@@ -74,6 +74,15 @@ class AgentConfig:
     """Output tokens allowed per reply."""
     max_parallel_tools: int = 16
     """Cap on the threads running one reply's calls."""
+    max_tool_calls_per_reply: int | None = 32
+    """Tool calls one reply may ask for. A reply asking for more runs none of them: each gets
+    an error result saying the limit (``error_kind`` ``"too_many_calls"``) and the model
+    may ask again with fewer; ``None``: no limit."""
+    max_tool_calls_per_run: int | None = None
+    """Tool calls the whole run may make. A reply whose calls would take the run past it runs
+    none of them: each gets an error result saying the limit is used up (``error_kind``
+    ``"too_many_calls"``), so the model can still answer with what it has; ``None``: no limit
+    (the step limit and the per-reply limit still bound a run)."""
     offer_handoff: bool = True
     """Offer the model the ``handoff_to_human`` tool."""
     checkpoint_dir: str | None = None
@@ -195,6 +204,8 @@ RULES: dict[str, Rule] = {
     "context_stop_share": Rule(float, 0, above=True, high=1),
     "max_tokens": Rule(int, 1, unit="tokens"),
     "max_parallel_tools": Rule(int, 1),
+    "max_tool_calls_per_reply": Rule(int, 1, optional=True),
+    "max_tool_calls_per_run": Rule(int, 1, optional=True),
     "tool_timeout_s": Rule(float, 0, above=True, optional=True, high=86_400 * 365,
                            unit="seconds"),
     "tool_retries": Rule(int, 0),

@@ -28,17 +28,25 @@ system prompt, tool definitions and messages sent; of the reply for output), and
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text
 from .config import AgentConfig
 from .llm import STOP_REASONS, Usage, estimate_tokens
 from .messages import Message, text_of, tool_uses_of
 from .state import RunState, Stop, StopCause
 from .steps import not_run
 from .tools import ToolRegistry
-from .trace import FORMAT_NAME, FORMAT_VERSION, PathLike, Trace, TraceError, load_trace
+from .trace import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    PathLike,
+    Trace,
+    TraceError,
+    check_record,
+    load_trace,
+)
 
 #: The ``recorded_as`` field of the ``run_start`` event of a trace read from a conversation.
 RECORDED_AS = "conversation"
@@ -51,12 +59,6 @@ CONVERSATION_CONFIG = {"max_steps": 1, "token_budget": None, "repeat_threshold":
                        "model_retries": 0}
 
 
-#: The largest file :func:`load_run` reads (bytes): a run's record, not a data dump.
-MAX_RECORD_BYTES = 64 * 1024 * 1024
-#: Token counts above this are not a model's usage (a guard against 1e400 and 300-digit ints).
-MAX_TOKENS_FIELD = 10**12
-
-
 def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
     """Read ``path``: a primer trace (JSON Lines) or a Messages-API conversation (JSON).
 
@@ -64,133 +66,38 @@ def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
     conversation (:func:`read_conversation`; ``context_window``, in tokens, is the model's
     window, default :class:`AgentConfig`'s); anything else is read by
     :func:`~primer.agents.trace.load_trace`. Either way the record is checked
-    (:func:`check_record`). Only regular files up to :data:`MAX_RECORD_BYTES` are read (a
-    FIFO or a device never is). Raises :class:`TraceError` with one clear sentence for a
-    missing, unreadable or malformed file.
+    (:func:`~primer.agents.trace.check_record`). The file is read with
+    :func:`~primer.agents.bounded.read_bounded` (a FIFO or a device never is). Raises
+    :class:`TraceError` with one clear sentence for a missing, unreadable or malformed file.
     """
     p = Path(path)
     try:
-        info = p.stat()
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such file. Give a trace (JSON Lines, as run_agent(..., "
-                         f"trace=PATH) writes it) or a conversation saved as JSON.") from None
-    except OSError as e:
-        raise TraceError(f"{p} cannot be read: {e.strerror or e}.") from None
-    if p.is_dir():
-        raise TraceError(f"{p} is a directory, not a trace or conversation file.")
-    if not p.is_file():
-        raise TraceError(f"{p} is not a regular file (a pipe or a device?); save the trace "
-                         f"or conversation to a file first.")
-    if info.st_size > MAX_RECORD_BYTES:
-        raise TraceError(f"{p} is {info.st_size:,} bytes, more than the "
-                         f"{MAX_RECORD_BYTES:,} a run's record may have.")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{p} is not UTF-8 text (byte {e.start}): a trace or conversation "
-                         f"is JSON text.") from None
-    except OSError as e:
-        raise TraceError(f"{p} cannot be read: {e.strerror or e}.") from None
-    stripped = text.lstrip()
-    try:
-        whole = json.loads(text) if stripped[:1] in ("[", "{") else None
-    except json.JSONDecodeError as e:
-        if stripped[:1] == "[" or not _first_line_is_event(stripped):
-            raise TraceError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column "
-                             f"{e.colno}. A conversation file holds one JSON value "
-                             f"(a list of messages, or an object with 'messages').") from None
-        whole = None  # JSON Lines: one object per line
-    except (RecursionError, ValueError) as e:  # nesting too deep; a 5,000-digit integer
-        raise TraceError(f"{p}: JSON the reader refuses ({_why(e)}).") from None
+        stripped = read_text(p).lstrip()
+    except UnreadableFile as e:
+        if e.missing:
+            raise TraceError(f"{p}: no such file. Give a trace (JSON Lines, as run_agent(..., "
+                             f"trace=PATH) writes it) or a conversation saved as JSON.") \
+                from None
+        raise TraceError(f"{p}: {e.reason}; give a trace or conversation file (JSON text).") \
+            from None
+    whole = None
+    if stripped[:1] in ("[", "{"):
+        try:
+            whole = parse_json(stripped)
+        except JSONRefused as e:  # JSON Lines (a trace) is not one JSON value: fine
+            if stripped[:1] == "[" or not _first_line_is_event(stripped):
+                raise TraceError(f"{p}: {e.reason}. A conversation file holds one JSON value "
+                                 f"(a list of messages, or an object with 'messages').") \
+                    from None
     if isinstance(whole, list) or (isinstance(whole, dict) and "messages" in whole):
         return read_conversation(whole, source=p, context_window=context_window)
-    try:
-        trace = load_trace(p)
-    except (RecursionError, ValueError) as e:
-        if isinstance(e, TraceError):
-            raise
-        raise TraceError(f"{p}: a line the reader refuses ({_why(e)}).") from None
-    return check_record(trace)
-
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, RecursionError):
-        return "nested too deeply"
-    return str(e).split(";")[0]
-
-
-def check_record(trace: Trace) -> Trace:
-    """``trace`` itself when every event a reader uses has the shape the format gives it.
-
-    Checked: the ``run_start`` config (an :class:`AgentConfig`) and tool definitions; each
-    ``model_call``'s ``step`` and ``reply`` (content blocks with a ``type``, text blocks
-    with text, a ``stop_reason``, usage counts that are whole numbers from 0 to
-    :data:`MAX_TOKENS_FIELD`); each ``tool_execution``'s ``step``, ids, ``content`` and
-    ``is_error``; the ``stop`` cause. Raises :class:`TraceError` naming the event's line
-    (``seq`` + 1) and the field.
-    """
-    where = str(trace.path) if trace.path else "trace"
-
-    def bad(e: dict[str, Any], what: str) -> TraceError:
-        seq = e.get("seq")
-        line = seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else "?"
-        return TraceError(f"{where}, line {line}: {e.get('event')} event: {what}.")
-
-    first = trace.run_start
-    try:
-        AgentConfig.from_dict(first.get("config") or {})
-    except (TypeError, ValueError) as e:
-        raise bad(first, f"config is not a valid AgentConfig ({_why(e)})") from None
-    tools = first.get("tools", [])
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise bad(first, "tools must be a list of tool definitions")
-    for e in trace.events[1:]:
-        kind = e.get("event")
-        if kind == "model_call":
-            _check_call(e, bad)
-        elif kind == "tool_execution":
-            if not _whole(e.get("step"), 1):
-                raise bad(e, "step must be a whole number from 1")
-            if not all(isinstance(e.get(k), str) for k in ("tool_use_id", "name", "content")):
-                raise bad(e, "tool_use_id, name and content must be strings")
-            if not isinstance(e.get("is_error"), bool):
-                raise bad(e, "is_error must be true or false")
-        elif kind == "stop" and e.get("cause") not in {c.value for c in StopCause}:
-            raise bad(e, f"cause {str(e.get('cause'))[:40]!r} is not a stop cause")
-    return trace
-
-
-def _check_call(e: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceError]) -> None:
-    if not _whole(e.get("step"), 1):
-        raise bad(e, "step must be a whole number from 1")
-    if "prompt_estimate" in e and not _whole(e["prompt_estimate"], 0):
-        raise bad(e, "prompt_estimate must be a whole number of tokens")
-    reply = e.get("reply")
-    if not isinstance(reply, dict) or not isinstance(reply.get("content"), list):
-        raise bad(e, "reply must be an object with a list of content blocks")
-    for b in reply["content"]:
-        if not isinstance(b, dict) or not isinstance(b.get("type"), str):
-            raise bad(e, "every content block needs a 'type'")
-        if b["type"] == "text" and not isinstance(b.get("text"), str):
-            raise bad(e, "a text block's text must be a string")
-        if b["type"] == "tool_use" and not isinstance(b.get("name"), str):
-            raise bad(e, "a tool_use block's name must be a string")
-    if not isinstance(reply.get("stop_reason"), str):
-        raise bad(e, "reply.stop_reason must be a string")
-    usage = reply.get("usage", {})
-    if not isinstance(usage, dict) or not all(
-            v is None or _whole(v, 0, MAX_TOKENS_FIELD) for v in usage.values()):
-        raise bad(e, f"reply.usage must hold token counts from 0 to {MAX_TOKENS_FIELD:,}")
-
-
-def _whole(value: Any, low: int, high: int = MAX_TOKENS_FIELD) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    return load_trace(p)
 
 
 def _first_line_is_event(text: str) -> bool:
     try:
-        first = json.loads(text.split("\n", 1)[0])
-    except json.JSONDecodeError:
+        first = parse_json(text.split("\n", 1)[0])
+    except JSONRefused:
         return False
     return isinstance(first, dict) and "event" in first
 
@@ -351,15 +258,10 @@ def _usage(where: str, k: int, usage: Any) -> Usage | None:
         if not isinstance(usage, dict):
             raise TypeError
         u = Usage.from_dict(usage)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError) as e:
         raise TraceError(f"{where}: the usage of messages[{k}] must be an object of token "
-                         f"counts, e.g. {{\"input_tokens\": 812, \"output_tokens\": 40}}."
-                         ) from None
-    if not all(_whole(v, 0) for v in (u.input_tokens, u.output_tokens,
-                                       u.cache_creation_input_tokens,
-                                       u.cache_read_input_tokens)):
-        raise TraceError(f"{where}: the usage of messages[{k}] must hold token counts from 0 "
-                         f"to {MAX_TOKENS_FIELD:,}.")
+                         f"counts, e.g. {{\"input_tokens\": 812, \"output_tokens\": 40}} "
+                         f"({e}).") from None
     return u
 
 

@@ -56,13 +56,13 @@ from enum import Enum
 from typing import Any
 
 from .config import AgentConfig
-from .conversation import RECORDED_AS, check_record, load_run
+from .conversation import RECORDED_AS, load_run
 from .exits import HANDOFF_TOOL_NAME
 from .llm import Reply
 from .messages import text_of
 from .state import StopCause, canonical_call
 from .tools import Tool, compact_json
-from .trace import PathLike, Trace, TraceStep
+from .trace import PathLike, Trace, TraceStep, check_record
 from .what_if import GuardEffect, what_if
 
 #: A runaway needs at least this many model calls ...

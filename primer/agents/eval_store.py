@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .bounded import UnreadableFile, open_bounded, parse_json
 from .eval_results import EvalRow, EvalSummary
 
 FORMAT_NAME = "primer-evals"
@@ -118,9 +119,10 @@ class ResultsFile:
     def _read(self, track: set[tuple[str, int]] | None = None
               ) -> tuple[dict[str, Any], Iterator[EvalRow]]:
         try:
-            f = self.path.open("rb")
-        except FileNotFoundError:
-            raise EvalResultsError(f"{self.path}: no such results file") from None
+            f = open_bounded(self.path)
+        except UnreadableFile as e:
+            raise EvalResultsError(f"{self.path}: no such results file" if e.missing
+                                   else str(e)) from None
         first = f.readline()
         header = self._header(first)
         self._good_end = len(first)
@@ -139,7 +141,7 @@ class ResultsFile:
                                           f"resume")
                         return
                     try:
-                        row = EvalRow.from_dict(json.loads(raw))
+                        row = EvalRow.from_dict(parse_json(raw))
                     except (ValueError, TypeError, KeyError) as e:
                         raise EvalResultsError(f"{self.path}: line {number} is not an eval "
                                                f"row ({e}); fix or remove that line") from e
@@ -157,7 +159,7 @@ class ResultsFile:
 
     def _header(self, line: bytes) -> dict[str, Any]:
         try:
-            header = json.loads(line)
+            header = parse_json(line)
         except ValueError:
             header = None
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:

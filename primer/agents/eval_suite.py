@@ -28,7 +28,6 @@ task's ``meta``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text
 from .config import AgentConfig
 from .evals import EvalTask
 from .llm import LLM
@@ -136,16 +136,14 @@ def _read(path: Path) -> Any:
     if suffix not in (".yaml", ".yml", ".json"):
         raise SuiteError(f"{path}: a suite file ends in .yaml, .yml or .json")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SuiteError(f"{path}: no such suite file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SuiteError(f"{path}: cannot be read ({e})") from None
+        text = read_text(path)
+    except UnreadableFile as e:
+        raise SuiteError(f"{path}: no such suite file" if e.missing else str(e)) from None
     if suffix == ".json":
         try:
-            return json.loads(text)
-        except ValueError as e:
-            raise SuiteError(f"{path}: not valid JSON ({e})") from None
+            return parse_json(text)
+        except JSONRefused as e:
+            raise SuiteError(f"{path}: {e.reason}") from None
     import yaml
 
     try:

@@ -37,8 +37,8 @@ from .config import AgentConfig
 from .cost import cost_usd
 from .llm import STOP_REASONS, Usage
 from .messages import Message, user_message
-from .state import RunState, Stop, StopCause, canonical_call
-from .tools import Tool, ToolRegistry, safe_str
+from .state import RunState, Stop, StopCause, canonical_call, repeat_key
+from .tools import Tool, ToolRegistry, call_needs_approval, safe_str
 
 
 class Check(Protocol):
@@ -81,8 +81,9 @@ def check_step_limit(state: RunState) -> Stop | None:
     not run, because no model call would read their results.
     """
     if state.model_calls >= state.config.max_steps:
+        n = state.config.max_steps
         return Stop(StopCause.MAX_STEPS,
-                    f"the step limit of {state.config.max_steps} model calls was reached")
+                    f"the step limit of {n} model call{'s' if n != 1 else ''} was reached")
     return None
 
 
@@ -254,8 +255,9 @@ def check_repeats(state: RunState) -> Stop | None:
     threshold = state.config.repeat_threshold
     if threshold is None:
         return None
-    for block in state.last_reply.tool_uses:
-        key = canonical_call(block)
+    reply = state.last_reply
+    for block in reply.tool_uses:
+        key = repeat_key(block, reply.refused) if reply.refused else canonical_call(block)
         state.repeat_counts[key] += 1
         if state.repeat_counts[key] >= threshold:
             return Stop(StopCause.LOOP_DETECTED,
@@ -266,11 +268,17 @@ def check_repeats(state: RunState) -> Stop | None:
 
 @stops(StopCause.AWAITING_APPROVAL)
 def check_approval(state: RunState) -> Stop | None:
-    """Pause with awaiting_approval when a requested tool is marked needs_approval."""
+    """Pause with awaiting_approval when a requested call needs a person's approval.
+
+    A call needs it when its tool's ``needs_approval`` is true, or its predicate says so for
+    this input; a call refused where the reply entered the loop never runs, so never waits.
+    """
     names: set[str] = set()
-    for b in state.last_reply.tool_uses:
+    reply = state.last_reply
+    for b in reply.tool_uses:
         t = state.registry.get(b.get("name"))
-        if t is not None and t.needs_approval:
+        if t is not None and t.needs_approval is not False \
+                and call_needs_approval(state.registry, b, reply.refused):
             names.add(t.name)
     if names:
         return Stop(StopCause.AWAITING_APPROVAL,

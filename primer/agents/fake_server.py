@@ -22,11 +22,15 @@ With ``"stream": true`` a reply comes as server-sent events (those of
 the next one off mid tool call. With thinking enabled the server signs each ``thinking``
 block and applies the API's rules (:mod:`primer.agents.thinking`), 400 when one is broken.
 
+Every request is checked as the real API checks it (:mod:`primer.agents.request_check`: the
+SDK's request types plus the pairing rules): an unanswered ``tool_use``, a non-object
+``input``, empty assistant content, a ``tool_result`` whose content is neither a string nor
+blocks, results after text, and the rest get the API's 400 with its message, so every test
+through the real SDK checks that what the loop sends is valid on the wire.
+
 Errors come back as the API sends them: a status code and a body
 ``{"type": "error", "error": {"type": ..., "message": ...}}``. Script them with
-:meth:`FakeModelServer.fail_next` (e.g. two 429s with ``retry-after``, then a reply). A
-request that breaks the API's pairing rule (a ``tool_use`` not answered by a
-``tool_result`` with its id in the next user message) gets the 400 the real API gives.
+:meth:`FakeModelServer.fail_next` (e.g. two 429s with ``retry-after``, then a reply).
 
 Every request is recorded (path, headers with the API key redacted, JSON body) in
 :attr:`FakeModelServer.requests` so tests can assert on what an SDK actually sent::
@@ -50,18 +54,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from .bounded import JSONRefused, parse_json
 from .llm import LLM, Reply, Usage, estimate_tokens
 from .messages import Message
+from .request_check import messages_problems, request_problems
 from .streaming import CUTS, wire_events
 from .thinking import MIN_THINKING_BUDGET, tool_round_problem
+
+#: Request headers whose values are never recorded (they carry credentials).
+SECRET_HEADERS = ("x-api-key", "authorization")
 
 #: The ``error.type`` the Anthropic API uses for each status code (its "Errors" reference).
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
                429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 
-#: Request headers whose values are never recorded (they carry credentials).
-SECRET_HEADERS = ("x-api-key", "authorization")
 
 
 @dataclass
@@ -229,6 +236,7 @@ class FakeModelServer:
                 raise RequestError(400, "The request body must be a JSON object.")
             if path == "/v1/messages/count_tokens":
                 system, messages, tools, _ = self._prompt(body, for_count=True)
+                _reject(request_problems(body, messages=messages, count_tokens=True))
                 return 200, {}, {"input_tokens": self._prompt_tokens(system, messages, tools)}
             if path not in ("/v1/messages", "/v1/chat/completions"):
                 raise RequestError(404, f"Not found: {path}. This server answers "
@@ -256,7 +264,7 @@ class FakeModelServer:
 
     def _message(self, body: dict[str, Any]) -> dict[str, Any]:
         system, messages, tools, thread = self._prompt(body)
-        check_tool_pairing(messages)
+        _reject(request_problems(body, messages=messages))
         thinking = self._thinking(body, messages)
         reply = self.llm(system=system, messages=messages, tools=tools,
                          max_tokens=int(body["max_tokens"]))
@@ -275,7 +283,7 @@ class FakeModelServer:
         from .openai_compat import chat_completion_json, from_chat_request
 
         system, messages, tools, max_tokens = from_chat_request(body)
-        check_tool_pairing(messages)
+        _reject(messages_problems(messages))
         reply = self.llm(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
         return chat_completion_json(reply, f"chatcmpl-fake-{next(self._ids):04d}",
                                     str(body.get("model") or self.model))
@@ -283,12 +291,8 @@ class FakeModelServer:
     def _prompt(self, body: dict[str, Any], for_count: bool = False
                 ) -> tuple[str, list[Message], list[dict[str, Any]], _Thread | None]:
         """System string, full message list, tool definitions and the thread (if any)."""
-        missing = [f for f in ("model", "messages") + (() if for_count else ("max_tokens",))
-                   if f not in body]
-        if missing:
-            raise RequestError(400, f"{missing[0]}: Field required")
-        if not isinstance(body["messages"], list):
-            raise RequestError(400, "messages: Input should be a valid list")
+        if not isinstance(body.get("messages"), list):  # (the rest is checked with them)
+            _reject(request_problems(body, count_tokens=for_count))
         thread_param = body.get("thread")
         if isinstance(thread_param, dict) and thread_param.get("type") == "continue":
             prev = str(thread_param.get("previous_message_id"))
@@ -389,8 +393,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            body: Any = json.loads(raw or b"null")
-        except ValueError:
+            body: Any = parse_json(raw or b"null")
+        except JSONRefused:
             body = None
         headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
                    for k, v in self.headers.items()}
@@ -469,38 +473,7 @@ def strip_cache_control(value: Any) -> Any:
     return value
 
 
-def check_tool_pairing(messages: list[Message]) -> None:
-    """Raise the API's 400 when a ``tool_use`` is not answered in the next user message.
-
-    The rule (Anthropic "Tool use" docs): every ``tool_use`` block of an assistant message
-    must have a ``tool_result`` with its id in the *immediately following* user message, and
-    every ``tool_result`` must answer a ``tool_use`` of the message before it. The final
-    assistant message (a ``pause_turn`` continuation) is exempt.
-    """
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
-            continue
-        if msg.get("role") == "assistant" and i + 1 < len(messages):
-            ids = [b.get("id") for b in msg["content"]
-                   if isinstance(b, dict) and b.get("type") == "tool_use"]
-            nxt = messages[i + 1].get("content")
-            answered = {b.get("tool_use_id") for b in nxt if isinstance(b, dict)
-                        and b.get("type") == "tool_result"} if isinstance(nxt, list) else set()
-            missing = [x for x in ids if x not in answered]
-            if missing:
-                raise RequestError(400, f"messages.{i + 1}: `tool_use` ids were found without "
-                                        f"`tool_result` blocks immediately after: "
-                                        f"{', '.join(map(str, missing))}. Each `tool_use` block "
-                                        f"must have a corresponding `tool_result` block in the "
-                                        f"next message.")
-        if msg.get("role") == "user":
-            prev = messages[i - 1].get("content") if i > 0 else None
-            asked = {b.get("id") for b in prev if isinstance(b, dict)
-                     and b.get("type") == "tool_use"} if isinstance(prev, list) else set()
-            stray = [b.get("tool_use_id") for b in msg["content"] if isinstance(b, dict)
-                     and b.get("type") == "tool_result" and b.get("tool_use_id") not in asked]
-            if stray:
-                raise RequestError(400, f"messages.{i}.content: unexpected `tool_use_id` found "
-                                        f"in `tool_result` blocks: {', '.join(map(str, stray))}. "
-                                        f"Each `tool_result` block must have a corresponding "
-                                        f"`tool_use` block in the previous message.")
+def _reject(problems: list[str]) -> None:
+    """Raise the API's 400 for the first of ``problems`` (as the API reports one)."""
+    if problems:
+        raise RequestError(400, problems[0])

@@ -121,7 +121,7 @@ def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
     """The first half of :func:`run_hooked`: ``(call as the hooks left it, None)``, or
     ``(call, error execution)`` when a hook blocked it, failed, or rerouted it to a gated tool.
     """
-    original_id, original_name = call.get("id"), call.get("name")
+    original_id, original_name, original_input = call.get("id"), call.get("name"), call.get("input")
     for h in hooks:
         try:
             out = h.before_tool(call)
@@ -140,10 +140,16 @@ def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
                                     "hook_error")
             call = {**out, "id": original_id}
     target = registry.get(call.get("name")) if registry is not None else None
-    if target is not None and target.needs_approval and call.get("name") != original_name:
-        return call, _error(call, f"A before_tool hook turned a call to {original_name} into a "
-                                  f"call to {target.name}, which needs a person's approval; it "
-                                  f"did not run.", "hook_error")
+    if target is not None and target.needs_approval is not False \
+            and target.requires_approval(call.get("input")):
+        if call.get("name") != original_name:
+            return call, _error(call, f"A before_tool hook turned a call to {original_name} "
+                                      f"into a call to {target.name}, which needs a person's "
+                                      f"approval; it did not run.", "hook_error")
+        if not target.requires_approval(original_input):
+            return call, _error(call, f"A before_tool hook changed the input of this "
+                                      f"{target.name} call into one that needs a person's "
+                                      f"approval; it did not run.", "hook_error")
     return call, None
 
 

@@ -12,8 +12,9 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
 
 ``header`` (always the first line)
     ``format``, ``version``, ``run_id``, ``system`` (the system prompt), ``config`` (every
-    :class:`~primer.agents.config.AgentConfig` setting), ``tools`` (the definitions offered)
-    and, if known, ``scenario`` (the demo that started the run).
+    :class:`~primer.agents.config.AgentConfig` setting), ``tools`` (the definitions offered),
+    ``journal_id`` (random; names the journal's anchor) and, if known, ``scenario`` (the
+    demo that started the run).
 ``state``
     ``state``: the whole run so far (:meth:`RunState.to_dict`): the second line, and again
     after a compaction rewrote the message list.
@@ -47,6 +48,13 @@ newline is one the process was killed while writing: it is dropped with a note a
 line before it is kept (and cut off before the next append). A file becomes visible only
 once its first lines are complete and on disk, so a kill during the first write leaves no
 file at all (nor a temporary one, on Linux).
+
+What the signatures cannot see is a file cut short at a line boundary: that reads like a
+crash there. So after each fsynced line the writer records the journal's length and last
+signature outside the checkpoint directory, beside the key (its *anchor*, see
+:mod:`primer.agents.keystore`), and a journal that ends before its anchor is refused. Lines
+that are not fsynced (``results``) can still be lost, as to a power cut: a resume then runs
+that reply's read-only calls again, and side effects keep their recorded outcome.
 """
 
 from __future__ import annotations
@@ -54,14 +62,26 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._fast_imports import import_jsonschema
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_bounded
+from .keystore import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    CheckpointError,
+    checkpoint_key,
+    key_file_path,
+    read_anchor,
+    shown_path,
+)
 from .state import canonical_call
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV", "RECORD_SCHEMAS",
+           "CallRecord", "CheckpointError", "Journal", "checkpoint_key", "input_sha256",
+           "key_file_path", "read_journal", "signed_lines"]
 
 FORMAT_NAME = "primer-checkpoint"
 #: The format this module writes (1 was a single JSON file); a newer version is refused.
@@ -71,16 +91,6 @@ FORMAT_VERSION = 2
 #: is the cause's name).
 RESUMABLE_STOPS = ("awaiting_approval", "cancelled")
 
-KEY_ENV = "PRIMER_CHECKPOINT_KEY"
-KEY_FILE_ENV = "PRIMER_CHECKPOINT_KEY_FILE"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be used as it is; the message says what is wrong and what to do.
-
-    Raised before anything runs: nothing is executed on a checkpoint that fails a check.
-    """
-
 
 def input_sha256(value: Any) -> str:
     """SHA-256 (hex) of a call's input as canonical JSON (sorted keys, no spaces).
@@ -88,76 +98,9 @@ def input_sha256(value: Any) -> str:
     Stored with a decision, so the arguments that run are provably the ones approved.
     """
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-# ---------------------------------------------------------------- the key
-
-
-def key_file_path() -> Path:
-    """Where the signing key is kept: ``$PRIMER_CHECKPOINT_KEY_FILE``, else
-    ``$XDG_CONFIG_HOME/primer/checkpoint.key`` (``~/.config/primer/checkpoint.key``)."""
-    if os.environ.get(KEY_FILE_ENV):
-        return Path(os.environ[KEY_FILE_ENV]).expanduser()
-    config_home = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(config_home) / "primer" / "checkpoint.key"
-
-
-def _shown(path: Path) -> str:
-    """``path`` for a message, with the home directory written ``~``."""
-    try:
-        return f"~/{path.relative_to(Path.home())}"
-    except ValueError:
-        return str(path)
-
-
-def checkpoint_key(directory: Path) -> bytes:
-    """The key that signs the journals of ``directory`` (bytes).
-
-    ``$PRIMER_CHECKPOINT_KEY`` (any non-empty text) if set; else the content of
-    :func:`key_file_path`, created on first use with 32 random bytes (hex) and mode 0600.
-    Raises :class:`CheckpointError` when the key file lies inside ``directory`` (whoever can
-    edit a checkpoint could then read its key), is readable by others, or cannot be read.
-    """
-    if os.environ.get(KEY_ENV):
-        return os.environ[KEY_ENV].encode("utf-8")
-    path = key_file_path()
-    if path.resolve().is_relative_to(directory.resolve()):
-        raise CheckpointError(f"the checkpoint key file {path} lies inside the checkpoint "
-                              f"directory {directory}; keep it elsewhere (unset "
-                              f"{KEY_FILE_ENV} or point it outside). Nothing was run.")
-    try:
-        if not path.exists():
-            _create_key_file(path)
-        if path.stat().st_mode & 0o077:
-            raise CheckpointError(f"the checkpoint key file {path} can be read by other users; "
-                                  f"run `chmod 600 {path}`. Nothing was run.")
-        key = path.read_bytes().strip()
-    except OSError as e:
-        raise CheckpointError(f"cannot read or create the checkpoint key file {path} ({e}); "
-                              f"set {KEY_ENV} or {KEY_FILE_ENV}. Nothing was run.") from None
-    if not key:
-        raise CheckpointError(f"the checkpoint key file {path} is empty; delete it to get a "
-                              f"new key (journals signed with the old one become unreadable)")
-    return key
-
-
-def _create_key_file(path: Path) -> None:
-    """Write a new random key at ``path`` (mode 0600), unless another process just did."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(32).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # atomic; the first process to get here wins
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
+    # surrogatepass: a lone surrogate (never in a model's input, which the loop refuses; but
+    # possibly in a file name) hashes to its own digest instead of failing
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # ---------------------------------------------------------------- signed lines
@@ -340,12 +283,17 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such checkpoint file. List the checkpoints of a "
-                              f"directory with `python -m primer approvals list DIR`.") from None
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+        data = read_bounded(path)
+    except UnreadableFile as e:
+        if e.missing:
+            raise CheckpointError(f"{path}: no such checkpoint file. List the checkpoints of "
+                                  f"a directory with `python -m primer approvals list DIR`.") \
+                from None
+        raise CheckpointError(f"{path}: {e.reason}; a checkpoint is a run-NNN.jsonl file. "
+                              f"Nothing was run.") from None
+    if not data:
+        raise CheckpointError(f"{path}: the file is empty: not a checkpoint (a run that was "
+                              f"killed before its first line leaves no file). Nothing was run.")
     lines = data.split(b"\n")
     torn = lines.pop()  # b"" when the file ends with a newline, as a complete one does
     notes = []
@@ -360,17 +308,21 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
     key = key if key is not None else checkpoint_key(path.parent)
     journal = Journal(path, header, {"messages": [], "steps": []}, notes=notes)
     previous = FORMAT_NAME.encode()
+    ends: dict[int, bytes] = {}  # byte offset just past each verified line -> its mac
     for n, line in enumerate(lines, start=1):
         verified = _verified(line, key, previous)
         if verified is None:
             raise CheckpointError(
                 f"{path}, line {n}: the line does not match its signature: the journal was "
                 f"edited, reordered or cut in the middle, or signed with another key (this "
-                f"machine's is ${KEY_ENV} or the key file {_shown(key_file_path())}). A "
+                f"machine's is ${KEY_ENV} or the key file {shown_path(key_file_path())}). A "
                 f"checkpoint is never edited by hand; record decisions with `python -m primer "
                 f"approve`. Nothing was run.")
         body, previous = verified
-        record = json.loads(body)
+        try:
+            record = parse_json(body)
+        except JSONRefused as e:  # signed, yet unreadable: written by a broken writer
+            raise CheckpointError(f"{path}, line {n}: {e.reason}. Nothing was run.") from None
         _check_record(path, n, record)
         try:
             journal.apply(record)
@@ -379,26 +331,49 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
                                   f"not fit the lines before it ({type(e).__name__}: {e}). "
                                   f"Nothing was run.") from None
         journal.size += len(line) + 1
+        ends[journal.size] = previous
     journal.mac = previous
     if len(lines) < 2:
         raise CheckpointError(f"{path}: the journal holds a header and nothing else; it is "
                               f"not a run that can be resumed. Nothing was run.")
+    _check_anchor(journal, ends)
     return journal
+
+
+def _check_anchor(journal: Journal, ends: dict[int, bytes]) -> None:
+    """Refuse a journal that ends before its last durable line (see
+    :mod:`primer.agents.keystore`); note one this machine has no anchor for."""
+    journal_id = journal.header.get("journal_id")
+    if journal_id is None:
+        return  # written before journals had ids
+    anchor = read_anchor(journal.path, journal_id)
+    if anchor is None:
+        journal.notes.append("no record of where this journal ended is kept for it here (it "
+                             "was written at another path or on another machine, or its "
+                             "anchor was removed), so a cut-off end could not be noticed")
+        return
+    size, mac = anchor
+    if ends.get(size) != mac:
+        raise CheckpointError(
+            f"{journal.path}: the journal ends before its last line that was on disk: its end "
+            f"was cut off (or an older copy put in its place) after the run wrote it, which a "
+            f"crash cannot do. Restore the latest copy, or start the task again. Nothing was "
+            f"run.")
 
 
 def _header(path: Path, line: bytes) -> dict[str, Any]:
     """The first line, checked for format and version before any signature is trusted."""
     try:
-        first = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        first = parse_json(line)
+    except JSONRefused as e:
         if line.strip() == b"{":  # format 1: one indented JSON document
             raise CheckpointError(f"{path}: a checkpoint of format version 1 (one JSON file); "
                                   f"this primer reads version {FORMAT_VERSION} journals "
                                   f"(run-NNN.jsonl). Finish that run with the primer that wrote "
                                   f"it. Nothing was run.") from None
-        raise CheckpointError(f"{path}, line 1: not valid JSON ({e}); the file is truncated or "
-                              f"corrupt. Nothing was run. Restore it from a copy, or start "
-                              f"the task again.") from None
+        raise CheckpointError(f"{path}, line 1: {e.reason}; the file is truncated or corrupt. "
+                              f"Nothing was run. Restore it from a copy, or start the task "
+                              f"again.") from None
     if not isinstance(first, dict) or first.get("type") != "header" \
             or first.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{path}: not a primer checkpoint (its first line is not a "
@@ -444,7 +419,9 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
                        "run_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$"},
                        "system": {"type": "string"}, "config": {"type": "object"},
                        "tools": {"type": "array", "items": {"type": "object"}}},
-                      {"scenario": {"type": "string", "minLength": 1}}, delta=False),
+                      {"scenario": {"type": "string", "minLength": 1},
+                       "journal_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                      delta=False),
     "state": _schema({"state": {"type": "object", "required": [
         "system", "messages", "steps", "usage", "cost_usd", "prompt_estimate",
         "recent_errors"]}}),

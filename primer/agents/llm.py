@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .bounded import safe_repr
 from .jsontext import compact
 from .messages import (
     Block,
@@ -34,6 +35,14 @@ from .streaming import DeltaRelay, DeltaSink, wire_events
 #: Stop reasons a reply may carry (the Anthropic Messages API's set).
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn",
                 "refusal", "model_context_window_exceeded")
+
+#: The largest token count one usage field may hold. No model call reads or writes a
+#: trillion tokens; a larger figure (``1e400``, a 309-digit integer) is a broken report, and
+#: would overflow the dollar arithmetic.
+MAX_USAGE_TOKENS = 10**12
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                "cache_read_input_tokens")
 
 
 @dataclass(frozen=True)
@@ -78,10 +87,35 @@ class Usage:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Usage:
-        """Read a usage dict (missing cache fields count as 0)."""
-        return cls(int(d.get("input_tokens") or 0), int(d.get("output_tokens") or 0),
-                   int(d.get("cache_creation_input_tokens") or 0),
-                   int(d.get("cache_read_input_tokens") or 0))
+        """Read a usage dict; a missing or ``null`` field counts as 0.
+
+        Raises ``ValueError`` naming the field when a count is not a whole number of tokens
+        from 0 to :data:`MAX_USAGE_TOKENS` (a string, a float such as ``1e400``, a boolean,
+        a negative number), and ``TypeError`` when ``d`` is not a dict.
+        """
+        if not isinstance(d, dict):
+            raise TypeError(f"usage must be an object of token counts, not "
+                            f"{type(d).__name__}")
+        values = []
+        for name in USAGE_FIELDS:
+            v = d.get(name)
+            if v is None:
+                v = 0
+            elif type(v) is not int or not 0 <= v <= MAX_USAGE_TOKENS:
+                raise ValueError(f"usage.{name} must be a whole number of tokens from 0 to "
+                                 f"{MAX_USAGE_TOKENS:,}, not {safe_repr(v, 40)}")
+            values.append(v)
+        return cls(*values)
+
+    def problem(self) -> str | None:
+        """``None`` when every field is a whole number of tokens from 0 to
+        :data:`MAX_USAGE_TOKENS`, else which field is not (a report budgets cannot trust)."""
+        for name in USAGE_FIELDS:
+            v = getattr(self, name)
+            if type(v) is not int or not 0 <= v <= MAX_USAGE_TOKENS:
+                return (f"usage.{name} is {safe_repr(v, 40)}, not a whole number of tokens from "
+                        f"0 to {MAX_USAGE_TOKENS:,}")
+        return None
 
 
 @dataclass
@@ -90,12 +124,21 @@ class Reply:
 
     ``stop_reason`` is one of :data:`STOP_REASONS`. A reply with ``tool_use`` blocks is a
     request: the model runs nothing itself.
+
+    Once a reply has entered the loop (:func:`primer.agents.replies.accept_reply`),
+    ``content`` is the transcript form, valid for the Messages API whatever the model
+    wrote. When that took a repair, ``received`` holds the content as it arrived (a
+    JSON-ready rendering of it, for the trace and the checkpoint), and ``refused`` maps the
+    id of each ``tool_use`` the harness will not run to its ``{"error_kind", "problem"}``
+    (its input in ``content`` is then ``{}``). Both are ``None`` for a reply taken as it was.
     """
 
     content: list[Block]
     stop_reason: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    received: list[Any] | str | None = None
+    refused: dict[str, dict[str, str]] | None = None
 
     @functools.cached_property
     def tool_uses(self) -> list[Block]:
@@ -105,20 +148,32 @@ class Reply:
 
     @property
     def text(self) -> str:
-        """The reply's text blocks joined by newlines."""
-        return "\n".join(b.get("text", "") for b in self.content
-                         if isinstance(b, dict) and b.get("type") == "text")
+        """The reply's text blocks joined by newlines (a text that is not a string, in a
+        reply that has not been through the boundary, is left out)."""
+        return "\n".join(t for b in self.content
+                         if isinstance(b, dict) and b.get("type") == "text"
+                         and isinstance(t := b.get("text"), str))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for traces and checkpoints)."""
-        return {"content": self.content, "stop_reason": self.stop_reason,
-                "usage": self.usage.to_dict(), "model": self.model}
+        """A JSON-ready dict (for traces and checkpoints); ``received`` and ``refused``
+        only when set."""
+        d = {"content": self.content, "stop_reason": self.stop_reason,
+             "usage": self.usage.to_dict(), "model": self.model}
+        if self.received is not None:
+            d["received"] = self.received
+        if self.refused:
+            d["refused"] = self.refused
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Reply:
-        """Inverse of :meth:`to_dict`."""
-        return cls(list(d["content"]), d["stop_reason"], Usage.from_dict(d.get("usage", {})),
-                   d.get("model", ""))
+        """Inverse of :meth:`to_dict`; ``KeyError``, ``TypeError`` or ``ValueError`` for a
+        malformed dict."""
+        refused = d.get("refused")
+        if refused is not None and not isinstance(refused, dict):
+            raise TypeError("reply.refused must be an object")
+        return cls(list(d["content"]), d["stop_reason"], Usage.from_dict(d.get("usage") or {}),
+                   d.get("model", ""), d.get("received"), refused)
 
 
 class LLM(Protocol):

@@ -70,6 +70,17 @@ def assistant_message(content: str | list[Block]) -> Message:
     return {"role": "assistant", "content": content}
 
 
+#: The text of the one block an assistant turn with no content is sent as: the Messages API
+#: accepts empty content only on the final message, and a run's next request would fail.
+EMPTY_REPLY_TEXT = "(empty reply)"
+
+
+def transcript_content(content: str | list[Block]) -> str | list[Block]:
+    """An assistant turn's content as it is sent: itself, or one text block of
+    :data:`EMPTY_REPLY_TEXT` when it is empty."""
+    return content if content else [text_block(EMPTY_REPLY_TEXT)]
+
+
 def blocks_of(content: str | list[Block]) -> list[Block]:
     """The content as a list of blocks: a plain string becomes one text block."""
     if isinstance(content, str):

@@ -118,8 +118,10 @@ def reply_from_chat_completion(completion: dict[str, Any]) -> Reply:
         stop_reason = "tool_use"  # some local servers say "stop" after a tool call
     u = completion.get("usage") or {}
     cached = int(((u.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)
-    usage = Usage(int(u.get("prompt_tokens") or 0) - cached, int(u.get("completion_tokens") or 0),
-                  0, cached)
+    # cached tokens are part of prompt_tokens; a provider that reports more cached than
+    # prompt tokens must not produce a negative count (budgets would be bypassed)
+    usage = Usage(max(0, int(u.get("prompt_tokens") or 0) - cached),
+                  int(u.get("completion_tokens") or 0), 0, cached)
     return Reply(content, stop_reason, usage, str(completion.get("model") or ""))
 
 

@@ -106,11 +106,11 @@ class ToolRunner:
         if t is None:
             return self.registry.run(block)
         if t.timeout_s is None and self.timeout_s is None:  # an untimed first attempt, lean
-            _caught.error = None
-            execution = self.registry.run(block, invoke=_invoke_untimed)
-            error, _caught.error = _caught.error, None
+            execution = self.registry.run(block, invoke=_invoke_untimed, tool=t)
+            error = _caught.error  # (None between calls: it is cleared once read)
             if error is None:
                 return execution  # the common case: one attempt, no transient error
+            _caught.error = None
             return self._attempts(block, t, [], (execution, error))
         return self._attempts(block, t, [], None)
 
@@ -152,6 +152,9 @@ class ToolRunner:
                     except TransientToolError as e:
                         caught.append(e)
                         raise
+                    except TimeoutError as e:  # the tool's own client timed out
+                        caught.append(client_timeout(e))
+                        raise caught[-1] from e
 
                 execution = self.registry.run(block, invoke=invoke)
                 error = caught[0] if caught else None
@@ -190,6 +193,8 @@ class ToolRunner:
         if t.side_effecting and isinstance(error, ToolTimeout):
             return self._finish(execution, log, _side_effect_timeout_message(t, call_id, error),
                                 "timeout")
+        if t.side_effecting and not t.takes_idempotency_key:  # a retry could do it twice
+            return self._finish(execution, log, _no_key_message(t, error), error.kind)
         if len(log) > self.retries:
             return self._finish(execution, log, _gave_up_message(t, log), error.kind
                                 if len(log) == 1 else "gave_up")
@@ -235,15 +240,36 @@ def _invoke_untimed(tool: Tool, args: dict[str, Any], tool_use_id: str) -> Any:
     except TransientToolError as e:
         _caught.error = e
         raise
+    except TimeoutError as e:  # the tool's own client timed out
+        _caught.error = client_timeout(e)
+        raise _caught.error from e
+
+
+def client_timeout(error: TimeoutError) -> ToolTimeout:
+    """A plain ``TimeoutError`` raised by a tool (its HTTP client, a lock) as a
+    :class:`ToolTimeout`: transient for a read-only tool, outcome unknown for a side effect."""
+    detail = safe_str(error, 300) or "no detail"
+    return ToolTimeout(None, reason=f"{type(error).__name__}: {detail}")
+
+
+def _no_key_message(t: Tool, error: TransientToolError) -> str:
+    return (f"{t.name} failed: {error}. It changes state and takes no idempotency key, so it "
+            f"was not retried: the failed attempt may still have taken effect, and a retry "
+            f"could do it twice. Check the current state (look the result up) before calling "
+            f"{t.name} again.")
 
 
 def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> str:
-    done = (f"{error.how}, possibly part-way" if error.stopped
-            else "the call was abandoned, not stopped, so it may still complete")
-    return (f"{t.name} timed out after {error.timeout_s:g} s; {done}. It changes state, so it "
-            f"was not retried automatically: the first attempt may already have taken effect. "
-            f"Check the current state (look the result up) before calling {t.name} again. "
-            f"Idempotency key of this call: {idempotency_key(call_id)}.")
+    if error.timeout_s is None:  # the tool's own client timed out
+        head = f"{t.name} timed out ({error.reason}); its outcome is unknown"
+    else:
+        done = (f"{error.how}, possibly part-way" if error.stopped
+                else "the call was abandoned, not stopped, so it may still complete")
+        head = f"{t.name} timed out after {error.timeout_s:g} s; {done}: its outcome is unknown"
+    return (f"{head}. It changes state, so it was not retried automatically: the first attempt "
+            f"may already have taken effect. Check the current state (look the result up) "
+            f"before calling {t.name} again. Idempotency key of this call: "
+            f"{idempotency_key(call_id)}.")
 
 
 def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
@@ -299,7 +325,8 @@ def model_failure(error: TransientModelError, *, retries: int, policy: RetryPoli
     retries. Raises :class:`ModelRetriesExhausted` (from ``error``) once ``failed`` holds
     more than ``retries`` attempts.
     """
-    usage = error.usage if isinstance(error.usage, Usage) else None
+    usage = error.usage if isinstance(error.usage, Usage) \
+        and error.usage.problem() is None else None  # (a broken figure is not counted)
     record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
               "retry_after_s": error.retry_after_s, "delay_s": None,
               "usage": usage.to_dict() if usage else None}

@@ -29,14 +29,16 @@ from typing import Any
 from .journal import (
     FORMAT_NAME,
     FORMAT_VERSION,
+    CheckpointError,
     Journal,
     checkpoint_key,
     read_journal,
     signed_lines,
 )
+from .keystore import anchor_path, new_journal_id, write_anchor
 from .messages import Block
 from .state import RunState, Stop, StopCause
-from .tools import ToolExecution, idempotency_key
+from .tools import ToolExecution, call_needs_approval, idempotency_key
 
 #: The keys of :meth:`RunState.totals`, as a journal's replayed state holds them.
 _TOTALS = ("usage", "cost_usd", "prompt_estimate", "recent_errors", "output_fixes",
@@ -55,11 +57,16 @@ class JournalRecorder:
     ``run-NNN.jsonl`` of ``directory`` (created on the first durable event);
     :meth:`reopen` continues an existing journal (resume, decisions). ``path`` is ``None``
     until the file exists. Thread-safe: the calls of one reply run concurrently and each
-    records its own progress. Raises :class:`~primer.agents.journal.CheckpointError` for a
-    key that cannot be used and ``OSError`` for a directory that cannot be written.
+    records its own progress. Raises :class:`~primer.agents.journal.CheckpointError` when it
+    is made with a ``directory`` that cannot be one (:func:`directory_problem`), for a key
+    that cannot be used, and when a line cannot be written (then what it would have
+    recorded does not go ahead: a side-effecting call does not run).
     """
 
     def __init__(self, directory: Path, *, scenario: str | None = None) -> None:
+        problem = directory_problem(Path(directory))
+        if problem:
+            raise CheckpointError(f"checkpoint_dir {directory}: {problem}. Nothing was run.")
         self.directory = Path(directory)
         self.scenario = scenario
         self.path: Path | None = None
@@ -71,17 +78,21 @@ class JournalRecorder:
         self._mutex = threading.Lock()
         self._messages = self._steps = self._executions = self._compactions = 0
         self._totals: dict[str, Any] | None = None
+        self._journal_id: str | None = None
+        self._anchor_path: Path | None = None
+        self._size = 0  # bytes written to the journal (its anchor records where it ends)
 
     @classmethod
     def reopen(cls, path: str | Path) -> tuple[JournalRecorder, Journal]:
         """Lock the journal at ``path``, read and verify it, cut off a torn last line, and
         return a recorder that appends to it, with what it holds. The lock is held until
-        :meth:`close`. Raises :class:`~primer.agents.journal.CheckpointError` for a bad file.
+        :meth:`close`. Raises :class:`~primer.agents.journal.CheckpointError` for a bad file,
+        before any lock file is made beside it (it is read once unlocked, then again under
+        the lock).
         """
         path = Path(path)
-        if not path.is_file():
-            read_journal(path)  # raises the "no such checkpoint file" error
         key = checkpoint_key(path.parent)
+        read_journal(path, key)  # a file that is no journal is refused before any lock file
         handle = lock(path)
         try:
             journal = read_journal(path, key)
@@ -93,7 +104,8 @@ class JournalRecorder:
             raise
         rec = cls(path.parent, scenario=journal.header.get("scenario"))
         rec.path, rec._fd, rec._lock, rec._key, rec._mac = path, fd, handle, key, journal.mac
-        rec.status = journal.status
+        rec.status, rec._size = journal.status, journal.size
+        rec._journal_id = journal.header.get("journal_id")
         steps = journal.state["steps"]
         rec._messages, rec._steps = len(journal.state["messages"]), len(steps)
         rec._executions = len(steps[-1]["executions"]) if steps else 0
@@ -124,11 +136,12 @@ class JournalRecorder:
     def paused(self, state: RunState, calls: list[Block]) -> None:
         """Record the pause and the paused reply's calls, before any of them runs."""
         rows = []
+        refused = state.last_reply.refused
         for b in calls:
             t = state.registry.get(b.get("name"))
             rows.append({"tool_use_id": str(b.get("id")), "name": str(b.get("name")),
                          "input": b.get("input"),
-                         "needs_approval": bool(t is not None and t.needs_approval),
+                         "needs_approval": call_needs_approval(state.registry, b, refused),
                          "side_effecting": bool(t is not None and t.side_effecting)})
         self._write(state, {"type": "pause", "calls": rows}, durable=True)
         self.status = "awaiting_approval"
@@ -185,19 +198,38 @@ class JournalRecorder:
 
     def _write(self, state: RunState, record: dict[str, Any], durable: bool) -> None:
         with self._mutex:
-            if self._fd is None:
-                self._create(state, record)
-            elif state.compactions != self._compactions:  # the message list was rewritten
-                self._append([self._snapshot(state), record], durable)
-            else:
-                record.update(self._delta(state))
-                self._append([record], durable)
+            try:
+                if self._fd is None:
+                    self._create(state, record)
+                elif state.compactions != self._compactions:  # the messages were rewritten
+                    self._append([self._snapshot(state), record], durable)
+                else:
+                    record.update(self._delta(state))
+                    self._append([record], durable)
+            except OSError as e:  # a full disk, a directory removed under the run
+                raise CheckpointError(
+                    f"cannot write the checkpoint journal in {self.directory} "
+                    f"({e.strerror or e}); the {record['type']!r} line was not recorded, so "
+                    f"what it records did not go ahead.") from None
 
     def _append(self, records: list[dict[str, Any]], durable: bool) -> None:
         if self._fd is None:
             raise RuntimeError("the journal is closed")
         data, self._mac = signed_lines(records, self._key, self._mac)
         write_all(self._fd, data, durable)
+        self._size += len(data)
+        if durable:
+            self._anchor()
+
+    def _anchor(self) -> None:
+        """Record where the journal ends now, outside the checkpoint directory (see
+        :mod:`primer.agents.keystore`). Best effort: a key directory that cannot be written
+        costs the check of a cut-off end, not the run."""
+        if self._journal_id is not None and self.path is not None:
+            if self._anchor_path is None:  # (resolved once: the journal does not move)
+                self._anchor_path = anchor_path(self.path, self._journal_id)
+            with contextlib.suppress(OSError):
+                write_anchor(self._anchor_path, self._size, self._mac)
 
     def _snapshot(self, state: RunState) -> dict[str, Any]:
         """A ``state`` record of the whole run; what follows it is new."""
@@ -229,17 +261,21 @@ class JournalRecorder:
         self._key = checkpoint_key(self.directory)
         snapshot = self._snapshot(state)
 
+        self._journal_id = new_journal_id()
+
         def lines_for(run_id: str) -> bytes:
             header = {"type": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION,
-                      "run_id": run_id, "system": state.system,
+                      "run_id": run_id, "journal_id": self._journal_id, "system": state.system,
                       "config": state.config.to_dict(), "tools": state.tool_defs}
             if self.scenario:
                 header["scenario"] = self.scenario
             data, self._mac = signed_lines([header, snapshot, record], self._key,
                                            FORMAT_NAME.encode())
+            self._size = len(data)
             return data
 
         self.path, self._fd, self._lock = create_journal(self.directory, lines_for)
+        self._anchor()
 
 
 # ---------------------------------------------------------------- files and locks
@@ -272,6 +308,23 @@ def unlock(handle: int | None) -> None:
     """Release a lock taken by :func:`lock`."""
     if handle is not None:
         os.close(handle)  # closing the descriptor releases the flock
+
+
+def directory_problem(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold checkpoint journals, or ``None``: it must be a
+    writable directory, or not exist yet below a writable one (it is made on first use)."""
+    if directory.exists():
+        if not directory.is_dir():
+            return "that is a file, not a directory"
+        return None if os.access(directory, os.W_OK | os.X_OK) else "the directory is not writable"
+    parent = directory.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"it does not exist and {parent} is not writable, so it cannot be made"
+    return None
 
 
 def write_all(fd: int, data: bytes, durable: bool) -> None:

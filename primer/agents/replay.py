@@ -33,6 +33,9 @@ class ReplayExhausted(RuntimeError):
 class ReplayLLM:
     """A model that returns a trace's recorded replies in order, with their recorded usage.
 
+    Each reply is played back as the model sent it (``Reply.received`` when the loop had
+    repaired it), so the replayed run meets the same repairs and refusals.
+
     Raises :class:`ReplayExhausted` when asked for more replies than were recorded; the loop
     turns that into a ``model_error`` stop and :func:`replay` reports it as a divergence.
     """
@@ -50,7 +53,10 @@ class ReplayLLM:
                                   f"the replay asked for reply {self.calls + 1}")
         reply = self.replies[self.calls]
         self.calls += 1
-        return Reply(list(reply.content), reply.stop_reason, reply.usage, reply.model)
+        # what the model sent, so the loop's boundary repairs it as it did when recorded
+        content = reply.received if reply.received is not None else reply.content
+        return Reply(list(content) if isinstance(content, list) else content,
+                     reply.stop_reason, reply.usage, reply.model)
 
 
 @dataclass
@@ -61,7 +67,9 @@ class Divergence:
     ``"missing_tool_call"`` (the record ran a call the replay did not),
     ``"extra_tool_call"`` (the replay ran a call the record did not),
     ``"extra_model_call"`` (the replay needed a reply the trace does not hold),
-    ``"stop_cause"``, ``"steps"`` or ``"final_text"``. ``step`` counts model calls from 1.
+    ``"stop_cause"`` (also when the trace has no ``stop`` line: a record that does not say
+    how the run ended cannot be matched), ``"steps"`` or ``"final_text"``. ``step`` counts
+    model calls from 1.
     """
 
     kind: str
@@ -164,8 +172,12 @@ def _first_divergence(trace: Trace, result: AgentResult, llm: ReplayLLM) -> Dive
     if llm.exhausted:
         return Divergence("extra_model_call", n_old + 1, recorded=f"{n_old} model replies",
                           now=f"asked for reply {n_old + 1}")
+    if trace.stop is None:  # killed, or its end was cut off: nothing to match the end with
+        return Divergence("stop_cause", max(n_old, 1),
+                          recorded="(no stop line: the trace does not say how the run ended)",
+                          now=result.stop_cause.value)
     stop = trace.stop_cause
-    if stop is not None and stop is not result.stop_cause:
+    if stop is not result.stop_cause:
         return Divergence("stop_cause", len(result.steps), recorded=stop.value,
                           now=result.stop_cause.value)
     if n_old != len(result.steps):

@@ -79,7 +79,7 @@ _HEADLINES = {
     StopCause.COST_BUDGET: "Stopped at the dollar budget: {detail}",
     StopCause.HANDOFF: "Handed off: {detail}",
     StopCause.LOOP_DETECTED: "Stopped on a loop: {detail}",
-    StopCause.MAX_STEPS: "Stopped at the step limit after {steps} model calls",
+    StopCause.MAX_STEPS: "Stopped at the step limit after {steps}",
     StopCause.WALL_CLOCK: "Stopped at the wall clock: {detail}",
     StopCause.NO_PROGRESS: "Stopped for lack of progress: {detail}",
     StopCause.CONTEXT_WINDOW: "Stopped at the context window: {detail}",
@@ -102,7 +102,8 @@ def summarize(steps: list[Step], stop: Stop) -> str:
     for s in steps:
         for e in s.executions:
             (not_run if e.error_kind == "not_run" else failed if e.is_error else ok)[e.name] += 1
-    head = _HEADLINES[stop.cause].format(detail=stop.detail, steps=len(steps))
+    calls = f"{len(steps)} model call{'' if len(steps) == 1 else 's'}"
+    head = _HEADLINES[stop.cause].format(detail=stop.detail, steps=calls)
 
     def names(c: Counter[str]) -> str:
         return ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in c.items()) or "none"

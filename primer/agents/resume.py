@@ -36,7 +36,7 @@ from .recorder import JournalRecorder
 from .result import AgentResult
 from .state import CancelSignal, EventSink, RunState, Stop, StopCause
 from .steps import after_tools, finish
-from .tools import Tool, ToolExecution, ToolRegistry
+from .tools import Tool, ToolExecution, ToolRegistry, call_needs_approval
 
 
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
@@ -66,7 +66,13 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         if journal.status == "finished":
             recorder.close()
             return _stored_result(journal, state)
-        calls, settled, undecided = _plan(journal, state)
+        try:
+            calls, settled, undecided = _plan(journal, state)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, CheckpointError):
+                raise
+            raise CheckpointError(f"{journal.path}: a recorded call is malformed "
+                                  f"({type(e).__name__}: {e}). Nothing was run.") from None
     except BaseException:
         recorder.close()
         raise
@@ -151,9 +157,11 @@ def _plan(journal: Journal, state: RunState
             settled[b["id"]] = ToolExecution(**rec.result)
         elif decision is not None and not decision["approved"]:
             settled[b["id"]] = _rejected(b, decision)
-        elif (tool.needs_approval if tool is not None else rec is not None and
-              rec.needs_approval) and decision is None:
+        elif (call_needs_approval(state.registry, b, reply.refused) if tool is not None
+              else rec is not None and rec.needs_approval) and decision is None:
             undecided.append(b)
+        elif reply.refused and b["id"] in reply.refused:
+            continue  # refused where the reply entered the loop: answered, never run
         elif tool is None:
             missing.add(str(b["name"]))
         elif decision is not None and decision["input_sha256"] != input_sha256(b["input"]):

@@ -61,16 +61,20 @@ class ToolTimeout(TransientToolError):
     ``stopped`` is true when the work itself was stopped (a killed subprocess, a cancelled
     ``async def`` tool), false when it was only abandoned (a thread, which Python cannot
     stop). ``how`` says how it was stopped (default: "its process was stopped").
+    ``timeout_s`` is ``None`` when the tool itself raised a plain ``TimeoutError`` (its own
+    client gave up waiting); ``reason`` then says what it raised.
     """
 
     kind = "timeout"
 
-    def __init__(self, timeout_s: float, *, stopped: bool = False,
-                 how: str = "its process was stopped") -> None:
+    def __init__(self, timeout_s: float | None, *, stopped: bool = False,
+                 how: str = "its process was stopped", reason: str | None = None) -> None:
         self.how = how if stopped else "it may still be running"
-        super().__init__(f"timed out after {timeout_s:g} s ({self.how})")
+        super().__init__(f"timed out ({reason})" if timeout_s is None
+                         else f"timed out after {timeout_s:g} s ({self.how})")
         self.timeout_s = timeout_s
         self.stopped = stopped
+        self.reason = reason
 
 
 class ModelRetriesExhausted(RuntimeError):

@@ -162,6 +162,16 @@ def _canonical_value(value: Any) -> Any:
 _PLAIN = (str, int, bool, type(None))
 
 
+def repeat_key(block: Block, refused: dict[str, dict[str, str]] | None) -> str:
+    """The key loop detection counts for a call of a reply with ``refused`` calls: its
+    :func:`canonical_call`, with, for a refused call (whose broken input is sent on as
+    ``{}``), why it was refused: the same broken request counts as a repeat, different
+    ones do not."""
+    if refused and block.get("id") in refused:
+        return f"{canonical_call(block)}:refused:{refused[block['id']].get('problem')}"
+    return canonical_call(block)
+
+
 def canonical_call(block: Block) -> str:
     """The key loop detection counts: tool name + input as JSON with sorted keys (1.0 as 1)."""
     args = block.get("input")
@@ -190,8 +200,9 @@ class RunState:
     ``prompt_estimate`` (the running characters/4 estimate of system prompt + tool
     definitions + messages, updated per appended message, never re-scanned),
     ``repeat_counts`` (requests per :func:`canonical_call` key), ``recent_errors`` (the
-    no-progress window), ``output_fixes`` (corrective turns used), ``compactions`` and
-    ``tool_use_ids`` (every id of the run).
+    no-progress window), ``output_fixes`` (corrective turns used), ``compactions``,
+    ``tool_use_ids`` (every id of the run) and ``tool_calls`` (the calls let through to run,
+    for ``max_tool_calls_per_run``).
     """
 
     config: AgentConfig
@@ -218,6 +229,7 @@ class RunState:
     tool_use_ids: set[str] = field(default_factory=set)
     on_delta: EventSink | None = None
     cancel: CancelSignal | None = None
+    tool_calls: int = 0  #: calls let through to run (counted while max_tool_calls_per_run is on)
 
     def __post_init__(self) -> None:
         if self.runner is None:
@@ -276,9 +288,10 @@ class RunState:
         """A state rebuilt from :meth:`to_dict`, with the run's live inputs (``config``,
         ``registry`` and any other field given as a keyword, e.g. ``llm``, ``hooks``).
 
-        The loop-detection counts and the run's ``tool_use`` ids are counted again from the
-        steps' replies (every call of a run that goes on was counted once); the ids of an
-        earlier conversation in ``messages`` are taken too. Raises
+        The loop-detection counts, the run's ``tool_use`` ids and its count of calls let
+        through are counted again from the steps' replies (every call of a run that goes on
+        was counted once); the ids of an earlier conversation in ``messages`` are taken too.
+        Raises
         ``KeyError``, ``TypeError`` or ``ValueError`` for a malformed dict.
         """
         steps = [Step.from_dict(s) for s in d["steps"]]
@@ -294,7 +307,8 @@ class RunState:
         for s in steps:
             for block in s.reply.tool_uses:
                 if config.repeat_threshold is not None:
-                    state.repeat_counts[canonical_call(block)] += 1
+                    state.repeat_counts[repeat_key(block, s.reply.refused)] += 1
                 if isinstance(block.get("id"), str):
                     state.tool_use_ids.add(block["id"])
+            state.tool_calls += len(s.reply.tool_uses) - len(s.reply.refused or ())
         return state

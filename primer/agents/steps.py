@@ -19,13 +19,14 @@ from .coroutines import run_to_completion
 from .cost import cost_usd
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
-from .llm import Reply, ScriptExhausted, TransientModelError, Usage
-from .messages import Block, assistant_message, text_block, tool_use_block, user_message
+from .llm import Reply, ScriptExhausted, TransientModelError
+from .messages import Block, assistant_message, transcript_content, user_message
 from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
+from .replies import accept_reply
 from .result import AgentResult, summarize
 from .state import EventSink, RunState, Step, Stop, StopCause
 from .timeouts import inline_calls, raise_if_abandoned, watched
-from .tools import ToolExecution, execute_tools, safe_str
+from .tools import ToolExecution, call_needs_approval, execute_tools, safe_str
 
 # ---------------------------------------------------------------- the model call
 
@@ -123,40 +124,24 @@ def take_reply(state: RunState, raw: Any, prompt_estimate: int, latency_s: float
     return None
 
 
-def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
-    """A model's return value as a :class:`Reply` safe to act on, or why it cannot be one.
-
-    Its content goes through :func:`normalize_content` (ids made unique among ``taken``, the
-    run's ids so far), its usage becomes a :class:`Usage`; a value :func:`reply_problem`
-    refuses comes back as that problem (a string). ``reply.tool_uses`` is filled in.
-    """
-    if not (type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage):
-        problem = reply_problem(raw)  # the uncommon shapes: check, then convert
-        if problem:
-            return problem
-        raw = Reply(raw.content if isinstance(raw.content, (list, str)) else [raw.content],
-                    raw.stop_reason, raw.usage if isinstance(raw.usage, Usage)
-                    else Usage.from_dict(raw.usage), raw.model)
-    blocks = normalize_content(raw.content, call_no, taken)
-    reply = Reply(blocks, raw.stop_reason, raw.usage, raw.model)
-    reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
-    return reply
-
-
 def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
                  failed: list[dict[str, Any]]) -> None:
     """Add an accepted reply to the run: its usage (tokens; USD at its model's prices, see
     :meth:`~primer.agents.config.AgentConfig.prices_for`), its
     :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
+    The tool-call limits apply first (:func:`limit_calls`).
     ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
     the call's wall seconds, ``failed`` its retried attempts."""
     n = len(state.steps) + 1
+    uses = reply.tool_uses  # (one call never passes a per-reply limit, which is >= 1)
+    if uses and (len(uses) > 1 or state.config.max_tool_calls_per_run is not None):
+        limit_calls(state, reply)
     c = state.config
     state.add_usage(reply.usage, cost_usd(reply.usage, c.prices_for(reply.model))
                     if c.model_prices else None)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, model_retries=failed))
-    state.append(assistant_message(reply.content))
+    state.append(assistant_message(reply.content or transcript_content(reply.content)))
     if state.on_event is not None:  # building the event costs a dict per step: skip unread
         state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
                    reply=reply.to_dict(), latency_s=latency_s)
@@ -165,58 +150,33 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
             state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
 
 
-def reply_problem(reply: Any) -> str | None:
-    """Why a model's return value cannot be acted on, or ``None`` when it can.
+def limit_calls(state: RunState, reply: Reply) -> None:
+    """Apply ``max_tool_calls_per_reply`` and ``max_tool_calls_per_run`` to a new reply.
 
-    A reply must be a :class:`Reply` whose ``content`` is a list of blocks, a string or one
-    block (a dict), and whose ``usage`` is a :class:`Usage` or a usage dict: without usage
-    the budgets could not be enforced.
+    A reply asking for more calls than either allows runs none of them: each call is refused
+    (``Reply.refused``, error kind ``too_many_calls``) and answered with an error result
+    saying the limit, so the model can ask for fewer or answer with what it has, and the
+    run's exits still end a model that keeps asking. While the per-run limit is on, the
+    calls let through are counted in ``state.tool_calls``.
     """
-    if not isinstance(reply, Reply):
-        return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
-    if not isinstance(reply.content, (list, str, dict)):
-        return f"content of type {type(reply.content).__name__}, not a list of blocks"
-    if isinstance(reply.usage, dict):
-        try:
-            Usage.from_dict(reply.usage)
-        except (TypeError, ValueError):
-            return f"an unreadable usage {safe_str(reply.usage)}"
-    elif not isinstance(reply.usage, Usage):
-        return (f"no usage (got {type(reply.usage).__name__}), so the run's budgets could not "
-                f"be enforced")
-    return None
-
-
-def normalize_content(content: Any, call_no: int,
-                      taken: set[str] | None = None) -> list[Block]:
-    """Make a reply's content safe to act on without changing what the model said.
-
-    A string becomes a text block; a non-dict block becomes a text block describing it; a
-    ``tool_use`` without a string id, or with an id already used in this reply or (when
-    ``taken``, the run's ids so far, is given) earlier in the run, gets a fresh id that
-    collides with none of them, so every call is answered by exactly one ``tool_result`` and
-    gets an idempotency key of its own. ``taken`` is updated with this reply's ids.
-    """
-    if isinstance(content, str):
-        return [text_block(content)] if content else []
-    taken = taken if taken is not None else set()
-    out: list[Block] = []
-    for k, block in enumerate(content, start=1):
-        if not isinstance(block, dict):
-            out.append(text_block(f"(unreadable content block: {safe_str(block)})"))
-            continue
-        if block.get("type") == "tool_use":
-            call_id = block.get("id")
-            if not isinstance(call_id, str) or not call_id or call_id in taken:
-                present = {b.get("id") for b in content if isinstance(b, dict)
-                           and b.get("type") == "tool_use" and isinstance(b.get("id"), str)}
-                call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
-                while call_id in taken or call_id in present:
-                    call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
-            taken.add(call_id)
-            block = tool_use_block(call_id, block.get("name"), block.get("input"))
-        out.append(block)
-    return out
+    c = state.config
+    asked = len(reply.tool_uses) - len(reply.refused or ())
+    if c.max_tool_calls_per_reply is not None and asked > c.max_tool_calls_per_reply:
+        why = (f"this reply asked for {asked} tool calls and at most "
+               f"{c.max_tool_calls_per_reply} may run per reply, so none of them ran; ask "
+               f"again for at most {c.max_tool_calls_per_reply} at a time")
+    elif c.max_tool_calls_per_run is not None and \
+            state.tool_calls + asked > c.max_tool_calls_per_run:
+        why = (f"the run may make {c.max_tool_calls_per_run} tool calls in all and has made "
+               f"{state.tool_calls}, so none of this reply's {asked} ran; answer with what "
+               f"you have")
+    else:
+        if c.max_tool_calls_per_run is not None:
+            state.tool_calls += asked
+        return
+    reply.refused = {**(reply.refused or {}), **{
+        b["id"]: {"error_kind": "too_many_calls", "problem": why}
+        for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)}}
 
 
 def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
@@ -237,7 +197,8 @@ def after_tools(state: RunState, calls: list[Block],
     The one after-tools path of the loop, of resume and of a run carried on after a hung
     call. Calls whose result is already on the step (run at a pause) or in ``settled``
     (decided without running now: a rejection, an outcome recorded before a crash, a
-    timeout) are not run; the rest run concurrently (:func:`run_calls`). All results go
+    timeout) are not run, nor are calls refused where the reply entered the loop
+    (:func:`refusals`); the rest run concurrently (:func:`run_calls`). All results go
     into one user message in request order, the new ones are counted (usage of models
     inside tools, the no-progress window, ``tool_execution`` events) and recorded, then the
     :data:`~primer.agents.exits.AFTER_TOOLS` checks run; returns the first that fires. A
@@ -246,8 +207,9 @@ def after_tools(state: RunState, calls: list[Block],
     """
     if not calls:
         return None
-    todo = calls if not settled and not state.steps[-1].executions else calls_to_run(
-        state, calls, settled)
+    step = state.steps[-1]
+    todo = calls if not settled and not step.executions and not step.reply.refused \
+        else calls_to_run(state, calls, settled)
     return add_results(state, calls, run_calls(state, todo, reply_calls=calls, settled=settled),
                        settled)
 
@@ -255,10 +217,13 @@ def after_tools(state: RunState, calls: list[Block],
 def calls_to_run(state: RunState, calls: list[Block],
                  settled: dict[str, ToolExecution] | None = None) -> list[Block]:
     """The calls of ``calls`` that still need to run: those with no result on the last step
-    (run at a pause) and none in ``settled`` (``calls`` itself in the common case)."""
-    if not state.steps[-1].executions and not settled:
+    (run at a pause), none in ``settled`` and not refused where the reply entered the loop
+    (``calls`` itself in the common case)."""
+    step = state.steps[-1]
+    if not step.executions and not settled and not step.reply.refused:
         return calls
-    known = {e.tool_use_id for e in state.steps[-1].executions} | set(settled or ())
+    known = {e.tool_use_id for e in step.executions} | set(settled or ()) \
+        | set(step.reply.refused or ())
     return [b for b in calls if b["id"] not in known]
 
 
@@ -269,11 +234,11 @@ def add_results(state: RunState, calls: list[Block], ran: list[ToolExecution],
     request order in one user message; count the new ones; then the
     :data:`~primer.agents.exits.AFTER_TOOLS` checks (the first that fires, or ``None``)."""
     step = state.steps[-1]
-    if not step.executions and not settled:  # the common case: every call ran now
-        executions = new = ran
+    if not step.executions and not settled and not step.reply.refused:  # the common case
+        executions = new = ran  # (every call ran now)
     else:
         earlier = {e.tool_use_id: e for e in step.executions}
-        known = {**(settled or {}), **earlier}
+        known = {**(settled or {}), **refusals(state, calls), **earlier}
         known.update((e.tool_use_id, e) for e in ran)
         executions = [known[b["id"]] for b in calls]
         new = [e for e in executions if e.tool_use_id not in earlier]
@@ -383,29 +348,44 @@ def pause(state: RunState, stop: Stop) -> AgentResult:
     """The approval gate fired on the last reply: record the pause, run its calls that need
     no approval (once; their results are kept for the resumed run), finish.
 
-    Without a recorder nothing in the reply runs: every call stays pending.
+    Without a recorder nothing in the reply runs: every call stays pending. Calls refused
+    where the reply entered the loop get their error results either way (they never run).
     """
     return finish_pause(state, stop, run_calls(state, start_pause(state), record_all=True))
 
 
 def start_pause(state: RunState) -> list[Block]:
     """Record the pause on the last reply (with a recorder) and return its calls that need
-    no approval, to run now; ``[]`` without a recorder (nothing in the reply runs)."""
+    no approval and were not refused, to run now; ``[]`` without a recorder (nothing in the
+    reply runs)."""
     if state.recorder is None:
         return []
-    calls = state.last_reply.tool_uses
-    state.recorder.paused(state, calls)
-    return [b for b in calls if not ((t := state.registry.get(b.get("name")))
-                                     and t.needs_approval)]
+    reply = state.last_reply
+    state.recorder.paused(state, reply.tool_uses)
+    return [b for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)
+            and not call_needs_approval(state.registry, b, reply.refused)]
 
 
 def finish_pause(state: RunState, stop: Stop, ran: list[ToolExecution]) -> AgentResult:
-    """The end of a pause: the calls that ``ran`` (of :func:`start_pause`) join the step and
-    are counted, then the run finishes, its other calls pending."""
-    if ran:
-        state.steps[-1].executions.extend(ran)
-        account_executions(state, ran)
+    """The end of a pause: the error results of the reply's refused calls (they never run,
+    so nothing waits for them) and the calls that ``ran`` (of :func:`start_pause`) join the
+    step and are counted, then the run finishes, its other calls pending."""
+    answered = list(refusals(state, state.last_reply.tool_uses).values()) + ran
+    if answered:
+        state.steps[-1].executions.extend(answered)
+        account_executions(state, answered)
     return finish(state, stop, state.last_reply)
+
+
+def refusals(state: RunState, calls: list[Block]) -> dict[str, ToolExecution]:
+    """The error results of the ``calls`` the last reply's ``refused`` names (broken input,
+    too many calls: see :func:`~primer.agents.replies.accept_reply` and
+    :func:`limit_calls`), by ``tool_use`` id. They never run."""
+    refused = state.steps[-1].reply.refused
+    if not refused:
+        return {}
+    return {b["id"]: state.registry.refuse(b, refused[b["id"]]) for b in calls
+            if b["id"] in refused}
 
 
 def finish(state: RunState, stop: Stop, reply: Reply | None = None,

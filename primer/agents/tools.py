@@ -39,6 +39,7 @@ import pydantic
 
 from ._fast_imports import import_jsonschema
 from .coroutines import is_async_callable, run_to_completion
+from .bounded import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, valid_text
 from .llm import Usage
 from .messages import Block, tool_result_block
 
@@ -75,10 +76,12 @@ class Tool:
 
     ``side_effecting`` marks a tool that changes the world (a refund, an email); such calls
     are not retried blindly. ``needs_approval`` makes the harness pause for a person before
-    it runs. ``timeout_s`` (seconds) overrides the run's default tool timeout.
+    it runs: ``True`` for every call, or a predicate ``(input) -> bool`` deciding per call
+    (say, refunds over 100 USD); see :meth:`requires_approval`. ``timeout_s`` (seconds)
+    overrides the run's default tool timeout.
 
     Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
-    JSON Schema, and ``ValueError`` for a bad name or ``timeout_s``.
+    JSON Schema, and ``ValueError`` for a bad name, ``timeout_s`` or ``needs_approval``.
     """
 
     name: str
@@ -86,7 +89,7 @@ class Tool:
     input_schema: dict[str, Any]
     fn: Callable[..., Any]
     side_effecting: bool = False
-    needs_approval: bool = False
+    needs_approval: bool | Callable[[dict[str, Any]], bool] = False
     timeout_s: float | None = None
     _validator: Any = field(init=False, repr=False, compare=False)
     _fast: Any = field(default=None, init=False, repr=False, compare=False)
@@ -101,6 +104,12 @@ class Tool:
                               or not 0 < t <= 86_400 * 365):
             raise ValueError(f"tool {self.name}: timeout_s must be a number of seconds > 0 "
                              f"(at most a year) or None, not {t!r}")
+        if not isinstance(self.needs_approval, bool) and not callable(self.needs_approval):
+            raise ValueError(f"tool {self.name}: needs_approval must be True, False or a "
+                             f"function (input) -> bool, not {self.needs_approval!r}")
+        if not isinstance(self.side_effecting, bool):
+            raise ValueError(f"tool {self.name}: side_effecting must be True or False, not "
+                             f"{self.side_effecting!r}")
         cls = jsonschema.validators.validator_for(self.input_schema)
         cls.check_schema(self.input_schema)
         self._validator = _strict_validator(cls)(self.input_schema)
@@ -116,20 +125,37 @@ class Tool:
         return {"name": self.name, "description": self.description,
                 "input_schema": self.input_schema}
 
+    def requires_approval(self, args: Any) -> bool:
+        """Whether a call with input ``args`` must wait for a person's approval.
+
+        ``needs_approval`` as a bool answers for every call. A predicate is asked only for
+        input the tool would run (input that fails the schema never runs, so there is
+        nothing to approve), and fails closed: a predicate that raises or returns anything
+        but a bool means the call needs approval. It must be a pure function of the input:
+        the loop, a pause and a resume each ask it.
+        """
+        gate = self.needs_approval
+        if gate is True or gate is False:
+            return gate
+        if self.input_errors(args) is not None:
+            return False
+        try:
+            verdict = gate(args)
+        except Exception:  # noqa: BLE001 - a failing predicate fails closed
+            return True
+        return verdict if isinstance(verdict, bool) else True
+
     def input_errors(self, args: Any) -> str | None:
         """``None`` when ``args`` is valid input, else a message naming every bad field.
 
         The message shows the expected ``input_schema`` so the model can fix its next call.
-        A JSON string that holds an object is refused too: input must be an object, and the
-        harness does not guess.
+        Input that is not a JSON object is refused with :func:`object_problem`'s reason (for
+        text: the JSON parser's own message and position); a JSON string that holds an
+        object is refused too: input must be an object, and the harness does not guess.
         """
-        if isinstance(args, str):
-            return (f"{self.name}: input must be a JSON object, but it arrived as a string "
-                    f"({_short(args)}). Send the arguments as an object matching "
-                    f"input_schema {compact_json(self.input_schema)}.")
-        if not isinstance(args, dict):
-            return (f"{self.name}: input must be a JSON object, not {_json_type(args)}. "
-                    f"Expected input_schema: {compact_json(self.input_schema)}.")
+        if type(args) is not dict:  # (the loop's boundary has checked a dict's values)
+            return (f"{self.name}: the input {object_problem(args)}. Send the arguments as a "
+                    f"JSON object matching input_schema {compact_json(self.input_schema)}.")
         if self._fast is None:  # compiled on first use, once per distinct schema
             self._fast = _fast_check(json.dumps(self.input_schema, sort_keys=True))
         if self._fast is not False and self._fast(args):
@@ -177,14 +203,16 @@ class Tool:
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          description: str | None = None, side_effecting: bool = False,
-         needs_approval: bool = False, timeout_s: float | None = None) -> Any:
+         needs_approval: bool | Callable[[dict[str, Any]], bool] = False,
+         timeout_s: float | None = None) -> Any:
     """Build a :class:`Tool` from a typed, documented function (``@tool`` or ``@tool(...)``).
 
     The ``input_schema`` comes from the type hints through ``pydantic`` (every parameter must
     have one; parameters with defaults are optional), with ``additionalProperties: false`` so
     a misspelt argument is an error rather than silently ignored. The description is the
     docstring's text before an ``Args:`` section; each ``name: text`` line of that section
-    describes one parameter. Raises ``TypeError`` for a parameter with no type hint.
+    describes one parameter. ``needs_approval`` is ``True`` or a predicate on the input (see
+    :meth:`Tool.requires_approval`). Raises ``TypeError`` for a parameter with no type hint.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -260,9 +288,12 @@ class ToolExecution:
     ``content`` is the text of the ``tool_result``; ``is_error`` its flag. ``error_kind`` is
     ``None`` on success, else one of ``"unknown_tool"``, ``"invalid_input"``,
     ``"tool_error"`` (a :class:`ToolError`), ``"exception"`` (any other exception),
-    ``"bad_result"`` (a return value that is not text or JSON) or ``"not_run"`` (the run
-    stopped before running it); with :mod:`primer.agents.production` also ``"timeout"``,
-    ``"rate_limited"``, ``"transient"`` and ``"gave_up"`` (retries used up). ``latency_s``
+    ``"bad_result"`` (a return value that is not text or JSON), ``"timeout"`` (the tool
+    raised ``TimeoutError``), ``"too_many_calls"`` (its reply asked for more calls than
+    ``max_tool_calls_per_reply``) or ``"not_run"`` (the run stopped before running it); with
+    :mod:`primer.agents.production` also ``"rate_limited"``, ``"transient"`` and
+    ``"gave_up"`` (retries used up); with resume ``"rejected"`` and ``"unknown_outcome"``;
+    with hooks ``"blocked"`` and ``"hook_error"``. ``latency_s``
     is wall seconds spent in the function. ``attempts`` counts tries; ``attempt_log`` holds
     one JSON-ready record per try when a retry policy ran the call. ``usage`` and
     ``cost_usd`` are the tokens and dollars models spent inside the tool (a sub-agent, see
@@ -282,12 +313,17 @@ class ToolExecution:
     cost_usd: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.usage, dict):  # read back from JSON (checkpoints, traces)
+        if self.usage is not None and type(self.usage) is dict:  # read back from JSON
             self.usage = Usage.from_dict(self.usage)
 
     def result_block(self) -> Block:
-        """The ``tool_result`` block answering this call."""
-        return tool_result_block(self.tool_use_id, self.content, self.is_error)
+        """The ``tool_result`` block answering this call. Its content is always valid text for
+        the Messages API: a lone surrogate (from a tool's return value or an exception's
+        message) becomes U+FFFD, anything but a string its ``str``."""
+        content = self.content
+        if type(content) is not str or not content.isascii():
+            content = valid_text(safe_str(content) if type(content) is not str else content)
+        return tool_result_block(self.tool_use_id, content, self.is_error)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -354,16 +390,38 @@ class ToolRegistry:
             hint = f" Did you mean '{close[0]}'?" if close else ""
         return f"Unknown tool {_short(name)}. Available tools: {known}.{hint}"
 
+    def refuse(self, block: Block, refusal: dict[str, str]) -> ToolExecution:
+        """The error result for a call the harness refused before running it
+        (``Reply.refused``: ``{"error_kind", "problem"}``); the call never runs."""
+        call_id, name = str(block.get("id", "")), str(block.get("name"))
+        kind, problem = refusal.get("error_kind", "refused"), refusal.get("problem", "")
+        t = self.get(name)
+        if kind == "unknown_tool" or (kind == "invalid_input" and t is None):
+            known = ", ".join(self._tools) or "(none)"
+            what = problem if kind == "unknown_tool" else f"there is no tool {name!r}"
+            text = f"Unknown tool: {what}. Available tools: {known}."
+            kind = "unknown_tool"
+        elif kind == "invalid_input" and t is not None:
+            text = (f"{name}: the input {problem}. It did not run. Send the arguments as a "
+                    f"JSON object matching input_schema {compact_json(t.input_schema)}.")
+        else:
+            text = f"{name} did not run: {problem}."
+        return ToolExecution(call_id, name, block.get("input"), text, True, kind)
+
     def run(self, block: Block,
-            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None) -> ToolExecution:
+            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None, *,
+            tool: Tool | None = None) -> ToolExecution:
         """Validate and run one ``tool_use`` block; every failure becomes an error result.
 
         ``invoke(tool, input, tool_use_id)`` calls the tool (default :meth:`Tool.invoke`);
         :class:`primer.agents.production.ToolRunner` passes one that adds a timeout.
+        ``tool``, when the caller has already looked the block's name up, is that tool.
         """
-        call_id = str(block.get("id", ""))
+        call_id = block.get("id", "")
+        if type(call_id) is not str:
+            call_id = str(call_id)
         name, args = block.get("name"), block.get("input")
-        t = self.get(name)
+        t = tool if tool is not None else self.get(name)
         if t is None:
             return ToolExecution(call_id, str(name), args, self.unknown_tool_message(name),
                                  True, "unknown_tool")
@@ -376,12 +434,17 @@ class ToolRegistry:
         except ToolError as e:
             return ToolExecution(call_id, t.name, args, safe_str(e), True, "tool_error",
                                  time.perf_counter() - start)
+        except TimeoutError as e:  # the tool's own client gave up waiting: outcome unknown
+            return ToolExecution(call_id, t.name, args, timeout_error_message(t, e), True,
+                                 "timeout", time.perf_counter() - start)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
             what = (f"called sys.exit({safe_str(e.code)})" if isinstance(e, SystemExit)
                     else f"failed: {type(e).__name__}: {safe_str(e)}")
             return ToolExecution(call_id, t.name, args, f"{t.name} {what}", True,
                                  "exception", time.perf_counter() - start)
         latency = time.perf_counter() - start
+        if type(value) is str and value.isascii():  # the common case: plain text
+            return ToolExecution(call_id, t.name, args, value, False, None, latency)
         usage, spent, failed = None, 0.0, False
         if isinstance(value, ToolOutput):
             value, usage, spent, failed = value.value, value.usage, value.cost_usd, value.is_error
@@ -391,6 +454,51 @@ class ToolRegistry:
                                  "bad_result", latency, usage=usage, cost_usd=spent)
         return ToolExecution(call_id, t.name, args, text, failed, "tool_error" if failed else None,
                              latency, usage=usage, cost_usd=spent)
+
+
+def call_needs_approval(registry: ToolRegistry, block: Block,
+                        refused: dict[str, Any] | None = None) -> bool:
+    """Whether the call ``block`` must wait for a person: its tool requires approval for this
+    input (:meth:`Tool.requires_approval`), and it was not refused where the reply entered
+    the loop (``refused``, the reply's: a refused call never runs, so there is nothing to
+    approve). An unknown tool needs none: it never runs either."""
+    t = registry.get(block.get("name"))
+    if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
+        return False
+    return t.requires_approval(block.get("input"))
+
+
+def timeout_error_message(t: Tool, error: BaseException) -> str:
+    """The result for a tool that raised a plain ``TimeoutError`` (its own client timed out).
+
+    For a side-effecting tool the outcome is unknown: the request may have taken effect, so
+    the model is told to check the state before calling again.
+    """
+    what = f"{t.name} timed out ({type(error).__name__}: {safe_str(error, 300) or 'no detail'})"
+    if t.side_effecting:
+        return (f"{what}. Its outcome is unknown: the request may already have taken effect. "
+                f"It changes state, so it was not retried: check the current state (look the "
+                f"result up) before calling {t.name} again.")
+    return f"{what}. It may work if called again."
+
+
+def object_problem(args: Any) -> str:
+    """Why ``args`` is not a usable tool input (a JSON object within the limits of
+    :mod:`primer.agents.bounded`), as the end of a sentence: "the input ...". For text,
+    the JSON parser's own message and position."""
+    if isinstance(args, str):
+        try:
+            value = parse_json(args)
+        except JSONRefused as e:
+            return (f"arrived as text, not a JSON object, and the text is not usable JSON: "
+                    f"{e.reason} (it began {_short(args)})")
+        if isinstance(value, dict):
+            return "arrived as text holding a JSON object, not as the object itself"
+        return f"arrived as text holding {json_type(value)}, not a JSON object"
+    if type(args) is not dict:
+        return f"must be a JSON object, not {json_type(args)}"
+    problem = json_problem(args, text=True, max_depth=MAX_INPUT_DEPTH)
+    return f"cannot be used: it holds {problem}" if problem else "is a usable JSON object"
 
 
 def safe_str(value: Any, limit: int = 2000) -> str:
@@ -413,8 +521,8 @@ def result_text(value: Any) -> tuple[str, str | None]:
     decoded; other values are sent as JSON text. Bytes that are not UTF-8 and values JSON
     cannot encode are reported as a problem rather than sent garbled.
     """
-    if isinstance(value, str):
-        return value, None
+    if type(value) is str:
+        return valid_text(value), None
     if value is None:
         return "(no output)", None
     if isinstance(value, bytes | bytearray):
@@ -424,8 +532,8 @@ def result_text(value: Any) -> tuple[str, str | None]:
             return "", (f"returned {len(value)} bytes that are not UTF-8 text; a tool must "
                         f"return text or JSON")
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False), None
-    except (TypeError, ValueError) as e:
+        return valid_text(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
+    except (TypeError, ValueError, RecursionError) as e:
         return "", f"returned a {type(value).__name__} that cannot be sent as JSON ({e})"
 
 
@@ -526,13 +634,16 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """What kind of JSON value ``value`` is, for messages: "an array", "null", ..."""
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "an array"
     if value is None:
         return "null"
+    if isinstance(value, str):
+        return "a string"
     return f"a {type(value).__name__}"

@@ -32,12 +32,12 @@ A trace without a ``stop`` line is the record of a run that did not finish (kill
 process crashed). A last line cut off mid-write is reported and dropped; every line before
 it is kept.
 
-Secrets never reach the file: :func:`redact` replaces values that look like API keys
-(``sk-ant-...``, ``sk-...``, ``Bearer ...``) and every value stored under a key such as
-``api_key``, ``authorization``, ``x-api-key`` or ``headers`` with ``"[REDACTED]"``. The
-writer encodes each line with orjson, looks for any trace of a secret in it (the words of
-:data:`SECRET_HINTS`, case ignored) and walks the event with :func:`redact` only when it
-finds one.
+Secrets never reach the file: :func:`~primer.agents.redaction.redact` replaces values
+(and dict keys) that look like API keys (``sk-ant-...``, ``sk-...``, ``Bearer ...``) and every
+value stored under a key such as ``api_key``, ``authorization``, ``x-api-key`` or
+``headers`` with ``"[REDACTED]"``. The writer encodes each line with orjson, looks for any
+trace of a secret in it (:func:`~primer.agents.redaction.may_hold_secret`) and walks the
+event with ``redact`` only when it finds one.
 
 Reading
 -------
@@ -48,9 +48,7 @@ offline and reports where it differs.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -59,61 +57,27 @@ from typing import IO, Any
 
 import orjson
 
+from .bounded import JSONRefused, UnreadableFile, parse_json, read_text, safe_repr
 from .config import AgentConfig
 from .cost import cost_usd
 from .history import with_new_turn
 from .jsontext import compact
 from .llm import Reply, Usage
-from .messages import Message, assistant_message, tool_result_block, user_message
+from .messages import (
+    Message,
+    assistant_message,
+    tool_result_block,
+    transcript_content,
+    user_message,
+)
+from .redaction import may_hold_secret, redact
 from .result import format_trace_table, step_row
 from .state import EventSink, StopCause
+from .trace_check import TraceError, check_events
 
 FORMAT_NAME = "primer-trace"
 #: The trace format's version, written in ``run_start``; a reader refuses newer versions.
 FORMAT_VERSION = 1
-
-REDACTED = "[REDACTED]"
-
-#: Keys whose values are always replaced (compared lower-case, ``-`` read as ``_``).
-SECRET_KEYS = frozenset({
-    "api_key", "apikey", "anthropic_api_key", "openai_api_key", "authorization",
-    "proxy_authorization", "x_api_key", "headers", "default_headers", "cookie", "set_cookie",
-    "password", "secret", "client_secret", "access_token", "refresh_token", "auth_token",
-})
-
-#: Strings that look like credentials: Anthropic (``sk-ant-...``) and OpenAI-style
-#: (``sk-...``, ``sk-proj-...``) API keys, also glued to a name or URL-encoded after ``=``;
-#: bearer tokens (the scheme name in any case, as HTTP allows); AWS access key ids.
-SECRET_PATTERN = re.compile(
-    r"(?:(?<![A-Za-z])|(?<=%3D)|(?<=%3d))sk-[A-Za-z0-9_\-]{16,}"
-    r"|(?i:\bbearer)\s+[A-Za-z0-9._~+/\-]{16,}=*"
-    r"|\bAKIA[0-9A-Z]{16}\b")
-
-#: A secret-looking key followed by its value inside text (JSON text, a query string, a
-#: header line): the value is replaced, the key kept.
-SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(\b(?:x[_-]api[_-]key|api[_-]?key|authorization|password|passwd|secret|"
-    r"client[_-]secret|access[_-]token|refresh[_-]token|auth[_-]token)\b\"?\s*(?:[:=]|%3D)"
-    r"\s*\"?)([^\"\s,&;}]+)")
-
-#: Every word that a match of :data:`SECRET_PATTERN`, :data:`SECRET_ASSIGNMENT` or a key of
-#: :data:`SECRET_KEYS` must contain, lower-case: a line holding none of them (case ignored)
-#: needs no redaction, so the writer skips the walk of :func:`redact` for it.
-SECRET_HINTS = ("sk-", "bearer", "akia", "api",  # api_key, api-key, apikey, x-api-key
-                "auth",  # authorization, auth_token, proxy_authorization
-                "passw", "secret", "access_token", "access-token", "refresh_token",
-                "refresh-token", "headers", "cookie")
-
-
-_HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS))
-
-
-def may_hold_secret(line: bytes) -> bool:
-    """Whether an encoded ``line`` holds any of :data:`SECRET_HINTS` (case ignored): a cheap
-    superset test of what :func:`redact` would change in it (one scan of the lowered line;
-    a case-insensitive pattern would cost ten times more)."""
-    return _HINTS.search(line.lower()) is not None
-
 
 def _line(record: dict[str, Any]) -> bytes:
     """One trace line (UTF-8, newline included), written by orjson: compact JSON in well
@@ -129,29 +93,6 @@ def _line(record: dict[str, Any]) -> bytes:
 
 PathLike = str | os.PathLike[str]
 _RESERVED = frozenset({"event", "seq", "t"})
-
-
-def redact(value: Any) -> Any:
-    """A copy of ``value`` (any JSON-ready value) with secrets replaced by ``"[REDACTED]"``.
-
-    Every value under a key in :data:`SECRET_KEYS` is replaced whole, whatever its type;
-    inside any other string, each match of :data:`SECRET_PATTERN` is replaced, and so is the
-    value of each :data:`SECRET_ASSIGNMENT` (``"api_key": "..."`` in JSON text, ``api_key=``
-    in a URL, an ``Authorization:`` header line). Dicts, lists
-    and tuples are walked; other values are returned as they are.
-    """
-    if isinstance(value, str):
-        value = SECRET_PATTERN.sub(REDACTED, value)
-        return SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
-    if isinstance(value, dict):
-        return {k: (REDACTED if _is_secret_key(k) else redact(v)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    return value
-
-
-def _is_secret_key(key: Any) -> bool:
-    return isinstance(key, str) and key.lower().replace("-", "_") in SECRET_KEYS
 
 
 class TraceWriter:
@@ -229,10 +170,6 @@ def _primer_version() -> str:
 
 
 # ---------------------------------------------------------------- reading
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be read: the message names the file, the line and the fix."""
 
 
 @dataclass
@@ -334,7 +271,7 @@ class Trace:
         steps = self.steps()
         paused = self.stop_cause is StopCause.AWAITING_APPROVAL
         for s in steps:
-            msgs.append(assistant_message(s.call["reply"]["content"]))
+            msgs.append(assistant_message(transcript_content(s.call["reply"]["content"])))
             if s.executions and not (paused and s is steps[-1]):  # a pause ends on the reply
                 msgs.append(user_message([tool_result_block(x["tool_use_id"], x["content"],
                                                             x["is_error"])
@@ -367,7 +304,8 @@ class Trace:
             rows.append(step_row(
                 s.index, reply, s.executions, total.total_tokens, cost,
                 unrun="awaiting approval" if s.index == paused_on else "not run",
-                request=f"{n_messages} msgs, ~{s.call.get('prompt_estimate', 0):,} tok"))
+                request=f"{n_messages} msg{'' if n_messages == 1 else 's'}, "
+                        f"~{s.call.get('prompt_estimate', 0):,} tok"))
             n_messages += 1 + (1 if s.executions else 0)
         return rows
 
@@ -394,59 +332,88 @@ class Trace:
 def load_trace(path: PathLike) -> Trace:
     """Read and check a trace file written by :class:`TraceWriter`.
 
-    Returns a :class:`Trace`. A last line that is not valid JSON (the process died while
-    writing it) is dropped with a note in ``trace.notes``; every line before it is kept.
+    The file is read with :func:`~primer.agents.bounded.read_bounded` (a regular file of
+    bounded size: a FIFO, a device or a directory is refused) and each line parsed with
+    :func:`~primer.agents.bounded.parse_json` (bounded nesting and integers). A last line
+    cut off mid-write (no newline at the end of the file) is dropped with a note in
+    ``trace.notes``; every line before it is kept. A trace without a ``stop`` line gets a
+    note too: it reads like a run that was killed, whether it was or the end was cut off.
 
-    Raises :class:`TraceError` when the file is missing or empty, when a line other than
-    the last is not a JSON object with an ``event``, when the first line is not a
-    ``run_start`` of the ``primer-trace`` format, or when its version is newer than
-    :data:`FORMAT_VERSION`.
+    Raises :class:`TraceError` naming the file, the line and what is wrong, when the file is
+    missing, unreadable, not UTF-8, empty, or when a line is not a JSON event of this format
+    (:func:`check_record`), is out of sequence (``seq`` numbers each line from 0, so a line
+    removed from the middle is noticed), or the first line is not a ``run_start`` of a
+    version this primer reads.
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such trace file. Record one with run_agent(..., "
-                         f"trace='{p}') or `python -m primer demo NAME --trace {p}`.") from None
+        text = read_text(p)
+    except UnreadableFile as e:
+        if e.missing:
+            raise TraceError(f"{p}: no such trace file. Record one with run_agent(..., "
+                             f"trace='{p}') or `python -m primer demo NAME --trace {p}`.") \
+                from None
+        raise TraceError(f"{p}: {e.reason}; a trace is a UTF-8 JSON Lines file, as "
+                         f"run_agent(..., trace=PATH) writes it.") from None
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
+    torn_end = lines.pop() != ""  # a complete file ends with a newline
+    if torn_end:
+        lines.append(text.rsplit("\n", 1)[-1])
+    if not lines or lines == [""]:
         raise TraceError(f"{p} is empty: the run never wrote its run_start line.")
     events: list[dict[str, Any]] = []
     notes: list[str] = []
     for n, line in enumerate(lines, start=1):
         try:
-            event = json.loads(line)
+            event = parse_json(line)
             problem = None if isinstance(event, dict) and isinstance(
                 event.get("event"), str) else "not a JSON object with an 'event' field"
-        except json.JSONDecodeError as e:
-            event, problem = None, (f"not valid JSON: {e.msg.removesuffix(' at')} "
-                                     f"at column {e.colno}")
+        except JSONRefused as e:
+            event, problem = None, e.reason
+        if problem is None and n == len(lines) and torn_end and n > 1:
+            problem = "not ended by a newline"
         if problem is None:
             events.append(event)
             continue
-        if n == len(lines) and n > 1:
+        if n == len(lines) and torn_end and n > 1:
             notes.append(f"line {n} is torn ({problem}): the process probably died while "
                          f"writing it; kept the {len(events)} events before it")
             break
         raise TraceError(f"{p}, line {n}: {problem}. A trace holds one JSON object per line, "
                          f"as run_agent(..., trace=PATH) writes it.")
     _check_header(p, events[0])
-    trace = Trace(p, events, notes)
+    for n, e in enumerate(events):
+        if e.get("seq") != n:
+            raise TraceError(f"{p}, line {n + 1}: its seq is {_shown(e.get('seq'))}, not {n}: "
+                             f"a line before it is missing or out of order (lines are numbered "
+                             f"from 0 as they are written). The trace was edited or cut; "
+                             f"record the run again.")
+    trace = check_record(Trace(p, events, notes))
     if not trace.complete:
-        notes.append("no stop event: the run did not finish (killed or crashed); the steps "
-                     "shown are the ones it recorded")
+        notes.append("no stop event: the run did not finish (killed or crashed), or the end of "
+                     "the trace was cut off; the steps shown are the ones it recorded")
     return trace
 
 
 def _check_header(p: Path, first: dict[str, Any]) -> None:
     if first.get("event") != "run_start" or first.get("format") != FORMAT_NAME:
         raise TraceError(f"{p}, line 1: expected a run_start event of the {FORMAT_NAME!r} "
-                         f"format, found event {first.get('event')!r} with format "
-                         f"{first.get('format')!r}. Is this a trace written by run_agent?")
+                         f"format, found event {_shown(first.get('event'))} with format "
+                         f"{_shown(first.get('format'))}. Is this a trace written by "
+                         f"run_agent?")
     version = first.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise TraceError(f"{p}, line 1: trace format version {version!r} is not supported "
-                         f"(this primer reads versions up to {FORMAT_VERSION}); upgrade "
-                         f"primer to read it.")
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise TraceError(f"{p}, line 1: trace format version {_shown(version)} is not "
+                         f"supported (this primer reads versions up to {FORMAT_VERSION}); "
+                         f"upgrade primer to read it.")
+
+
+def _shown(value: Any) -> str:
+    return safe_repr(value, 40)
+
+
+def check_record(trace: Trace) -> Trace:
+    """``trace`` itself when every event a reader uses has the shape the format gives it
+    (:func:`~primer.agents.trace_check.check_events`); :class:`TraceError` otherwise."""
+    check_events(trace.events, str(trace.path) if trace.path else "trace")
+    return trace

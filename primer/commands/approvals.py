@@ -10,8 +10,10 @@
   keep durable state (the refund ledger) find it beside the checkpoint.
 
 Each can run in a different process, hours apart; the checkpoint file carries the run.
-Exit codes: 0 on success (any stop cause is an outcome, not a failure), 1 when the
-checkpoint is unusable (the message says why; nothing ran), 2 for a usage error.
+Exit codes, as for ``trace`` and ``replay``: 0 on success (any stop cause is an outcome, not a
+failure; resuming a run that already finished says so and runs nothing), 2 when the
+checkpoint, the directory or an argument cannot be used (one line on stderr says why;
+nothing ran).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from primer.agents.checkpoint import (
 )
 from primer.commands.hints import primer_command
 
-#: Exit codes: a checkpoint that cannot be used; a usage error (argparse's convention).
-BAD_CHECKPOINT = 1
+#: The exit code for a checkpoint, directory or argument that cannot be used (argparse's
+#: convention for usage errors, and what ``trace`` and ``replay`` return for a bad file).
 USAGE_ERROR = 2
 
 
@@ -84,10 +86,13 @@ def run_list(args: argparse.Namespace) -> int:
         infos = list_checkpoints(args.directory)
     except CheckpointError as e:
         print(f"approvals list: {e}", file=sys.stderr)
-        return BAD_CHECKPOINT
+        return USAGE_ERROR
     if not infos:
         print(f"no checkpoints in {args.directory}")
     elif Path(args.directory).is_file():
+        if infos[0].status == "invalid":  # one file asked for, and it cannot be used
+            print(f"approvals list: {args.directory}: {infos[0].error}", file=sys.stderr)
+            return USAGE_ERROR
         print(f"{args.directory} is one checkpoint file (pass its directory to list them all):")
     for info in infos:
         print(info.describe())
@@ -101,7 +106,7 @@ def run_approve(args: argparse.Namespace) -> int:
         call = decide(args.checkpoint, args.tool_use_id, note=args.note)
     except CheckpointError as e:
         print(f"approve: {e}", file=sys.stderr)
-        return BAD_CHECKPOINT
+        return USAGE_ERROR
     verdict = "approved" if call["decision"]["approved"] else "rejected"
     arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
     print(f"{verdict} {call['tool_use_id']}: {call['name']}({arguments})"
@@ -128,10 +133,19 @@ def run_resume(args: argparse.Namespace) -> int:
     from primer.scenarios import get_demo
 
     try:
-        recorded = read_checkpoint(args.checkpoint).get("scenario")
+        saved = read_checkpoint(args.checkpoint)
     except CheckpointError as e:
         print(f"resume: {e}", file=sys.stderr)
-        return BAD_CHECKPOINT
+        return USAGE_ERROR
+    recorded = saved.get("scenario")
+    if saved["status"] == "finished" and not args.json:  # say so: nothing runs again
+        result = saved["result"] or {}
+        print(f"{args.checkpoint}: the run had already finished; nothing was run again.")
+        print(f"it ended with stop cause: {result.get('stop_cause')}")
+        print(result.get("summary", ""))
+        if result.get("final_text") is not None:
+            print(f"its answer was: {result['final_text']}")
+        return 0
     name = args.scenario or recorded
     if name is None:
         print(f"resume: {args.checkpoint} does not record which demo started the run; pass "
@@ -149,7 +163,7 @@ def run_resume(args: argparse.Namespace) -> int:
         hint = (f" The checkpoint was written by the demo {recorded!r}: leave out --scenario "
                 f"or pass --scenario {recorded}." if recorded and recorded != name else "")
         print(f"resume: {e}{hint}", file=sys.stderr)
-        return BAD_CHECKPOINT
+        return USAGE_ERROR
     if args.json:
         print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
         return 0

@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from primer.agents import AgentResult, StopCause
+from primer.agents.journal import CheckpointError
 from primer.commands.approvals import recorded_scenario
 from primer.commands.hints import primer_command
 from primer.commands.paths import os_error_line, output_dir_problem, output_file_problem
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         result = scenario.run(trace=args.trace, llm=llm, **overrides)
     except OSError as e:
         print(os_error_line("demo", e), file=sys.stderr)
+        return USAGE_ERROR
+    except CheckpointError as e:  # the checkpoint directory failed under the run
+        print(f"demo: {e}", file=sys.stderr)
         return USAGE_ERROR
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from primer.agents import AgentConfig, ScriptedLLM, Tool, ToolError, run_agent, tool, tool_reply
+from primer.agents.bounded import parse_json, read_text
 from primer.agents.conversation import to_conversation
 from primer.agents.messages import Message
 from primer.agents.trace import load_trace
@@ -129,7 +130,7 @@ def _run(path: Path, llm: ScriptedLLM, task: str, tools: list[Tool], system: str
 
 def _zero_timings(path: Path) -> None:
     """Set every wall-clock figure of a trace to 0, so the file is the same on any machine."""
-    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    events = [parse_json(line) for line in read_text(path).splitlines()]
     for e in events:
         e["t"] = 0.0
         if "latency_s" in e:

@@ -77,6 +77,10 @@ _UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: op
 _ALLOWED = "numbers, + - * / **, unary minus and parentheses"
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPONENT = 100
+#: The most digits an exact (integer) result may have. Checked *before* each ``**`` and
+#: ``*`` is computed: a big-integer power runs in C holding the GIL, so no thread-based
+#: timeout could stop ``(((9**99)**99)**99)**99`` once it started (lesson 09).
+MAX_RESULT_DIGITS = 1000
 
 
 def evaluate(expression: str) -> int | float:
@@ -85,8 +89,10 @@ def evaluate(expression: str) -> int | float:
     Allowed: int and float literals, ``+ - * / **``, unary ``-`` and ``+``, parentheses.
     Never calls ``eval``: a name, a call, an attribute or any other syntax is refused.
     Raises :class:`ToolError` saying what is allowed for anything else, for a division by
-    zero, for an exponent larger than ``MAX_EXPONENT`` in size, for a result too large for a
-    float, and for expressions longer than ``MAX_EXPRESSION_CHARS`` characters.
+    zero, for an exponent larger than ``MAX_EXPONENT`` in size, for an exact result of more
+    than ``MAX_RESULT_DIGITS`` digits (estimated before it is computed, so a huge power never
+    starts), for a result too large for a float, and for expressions longer than
+    ``MAX_EXPRESSION_CHARS`` characters.
     """
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise ToolError(f"The expression is {len(expression)} characters long; keep it under "
@@ -110,12 +116,37 @@ def _walk(node: ast.AST) -> int | float:
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _walk(node.left), _walk(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ToolError(f"Exponents are limited to ±{MAX_EXPONENT}; got {right}.")
+            shown = right if isinstance(right, float) or abs(right) < 10**12 \
+                else f"a number of {_digits(right):,.0f} digits"
+            raise ToolError(f"Exponents are limited to ±{MAX_EXPONENT}; got {shown}.")
+        digits = _result_digits(node.op, left, right)
+        if digits > MAX_RESULT_DIGITS:
+            raise ToolError(f"{ast.unparse(node)!r} would have about {digits:,.0f} digits; "
+                            f"results are limited to {MAX_RESULT_DIGITS:,} digits.")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_walk(node.operand))
     raise ToolError(f"{ast.unparse(node)!r} is not allowed in the calculator. Use only "
                     f"{_ALLOWED}, e.g. '2500 * 2 * 1.18'.")
+
+
+def _digits(x: int | float) -> float:
+    """Decimal digits of ``|x|`` (about), for an integer; 0 for a float (floats overflow
+    quickly on their own, with an ``OverflowError``)."""
+    if isinstance(x, float) or x == 0:
+        return 0.0
+    return math.log10(abs(x)) + 1
+
+
+def _result_digits(op: ast.operator, left: int | float, right: int | float) -> float:
+    """Digits the exact result of ``left op right`` would have, estimated without computing
+    it: for ``a ** b`` about ``b × log10|a|``, for ``a * b`` the digits of both."""
+    if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int) \
+            and right > 0 and abs(left) > 1:
+        return right * math.log10(abs(left)) + 1
+    if isinstance(op, ast.Mult) and isinstance(left, int) and isinstance(right, int):
+        return _digits(left) + _digits(right)
+    return max(_digits(left), _digits(right)) + 1
 
 
 @tool
