@@ -23,9 +23,9 @@ from primer.agents import (
     tool,
     tool_reply,
 )
-from primer.agents.request_check import messages_problems
 from primer.agents.history import UNANSWERED_RESULT, unanswered_tool_uses
 from primer.agents.messages import text_block, user_message
+from primer.agents.request_check import messages_problems
 from primer.scenarios.orders import SYSTEM, make_llm, make_tools
 
 

@@ -6,7 +6,6 @@ import copy
 
 import pytest
 
-from primer.agents.request_check import InvalidRequest, check_messages
 from primer.agents.history import (
     UNANSWERED_RESULT,
     history_problem,
@@ -22,6 +21,7 @@ from primer.agents.messages import (
     tool_use_block,
     user_message,
 )
+from primer.agents.request_check import InvalidRequest, check_messages
 
 ASK = user_message("What does order A123 cost?")
 CALL_1 = tool_use_block("toolu_1", "get_order", {"order_id": "A123"})

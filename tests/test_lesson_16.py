@@ -10,10 +10,10 @@ import pytest
 
 from primer.agents import AgentConfig, Session, StopCause, run_agent
 from primer.agents.cost import cached_history_usages, run_cost_usd
-from primer.agents.request_check import InvalidRequest, check_messages
 from primer.agents.history import repair_history, with_new_turn
 from primer.agents.mcp import MCPConnection, mcp_inprocess_tools
 from primer.agents.mcp_server import mcp_server
+from primer.agents.request_check import InvalidRequest, check_messages
 from primer.scenarios import orders, support_chat
 
 NO_RETRIES = AgentConfig(max_steps=4, tool_retries=0)

@@ -16,8 +16,8 @@ from primer.agents import (
     tool,
     tool_reply,
 )
-from primer.agents.request_check import messages_problems
 from primer.agents.history import UNANSWERED_RESULT
+from primer.agents.request_check import messages_problems
 from primer.agents.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
 from primer.scenarios import support_chat
 

@@ -38,8 +38,8 @@ import fastjsonschema
 import pydantic
 
 from ._fast_imports import import_jsonschema
-from .coroutines import is_async_callable, run_to_completion
 from .bounded import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, valid_text
+from .coroutines import is_async_callable, run_to_completion
 from .llm import Usage
 from .messages import Block, tool_result_block
 
