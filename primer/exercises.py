@@ -625,7 +625,8 @@ def judge_text_blocks(run: Run) -> str | None:
     if missing:
         return (f"answered {_short(run.result['answer'], 60)}, but the final reply holds "
                 f"{len(ANSWER_BLOCKS)} text blocks and the answer misses {_short(missing[0])}; "
-                f"the answer is the text of every text block, joined, not content[0]")
+                f"the answer is the text of every text block, joined, not one block such as "
+                f"content[0]")
     return None
 
 

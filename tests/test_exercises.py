@@ -60,8 +60,8 @@ def make_loop(fault: str | None = None):
             used += reply["usage"]["input_tokens"] + reply["usage"]["output_tokens"]
             stop = reply["stop_reason"]
             if stop == "end_turn" or (stop == "refusal" and fault == "refusal_as_answer"):
-                if fault == "first_block_text":
-                    text = reply["content"][0]["text"]
+                if fault in ("first_block_text", "last_block_text"):
+                    text = reply["content"][0 if fault == "first_block_text" else -1]["text"]
                 return finish(text, "end_turn", fault)
             if stop == "refusal" or (stop == "max_tokens" and fault != "runs_cut_off_tool"):
                 return finish(None, stop, fault)
@@ -170,7 +170,9 @@ GALLERY = {
     "is_error_as_string": (WITH_TOOLS,
                            "is_error is the boolean True or False"),
     "first_block_text": (["answer in two text blocks"],
-                         "the text of every text block, joined, not content[0]"),
+                         "the text of every text block, joined, not one block"),
+    "last_block_text": (["answer in two text blocks"],
+                        "the text of every text block, joined, not one block"),
     "returns_stop_reason_key": (NAMES, "stop_reason is the model's field in each reply"),
 }
 
