@@ -36,21 +36,21 @@ What the checks hold the loop to (the course's production loop, reduced to its c
 
 1. Append each reply to the history exactly as returned, as an ``assistant`` message.
 2. After each reply, read its ``stop_reason`` first, then in order: ``end_turn`` → return
-   the text of its text blocks, joined; ``max_tokens`` → stop and
-   run nothing (a cut-off tool call may be half-written); ``refusal`` → stop, the text is
-   not an answer; a running token total past ``token_budget`` → stop before running the
+   the text of its text blocks, joined; ``max_tokens`` → stop and run nothing (a cut-off
+   tool call may be half-written); ``refusal`` → stop, the text is not an answer; a running token total past ``token_budget`` → stop before running the
    reply's tools; the same tool with the same input requested for the
    :data:`REPEAT_THRESHOLD`-th time → stop with ``loop_detected``.
 3. Otherwise run every ``tool_use`` of the reply and answer them all in ONE ``user``
    message: one ``tool_result`` per call, with the call's id as ``tool_use_id``, in the order
-   asked. A failure (unknown tool, bad arguments, the function raising) is a result with
+   asked, its ``content`` a string (``json.dumps`` of what the tool returned) or a list of
+   text blocks. A failure (unknown tool, bad arguments, the function raising) is a result with
    ``"is_error": True`` whose content says what went wrong (an unknown tool lists the real
    ones), never an exception that ends the run.
 4. Make at most ``max_steps`` model calls; then stop with ``max_steps``.
 
 :func:`check_loop` runs the loop once per behaviour in :data:`BEHAVIOURS`, watching it through
-an instrumented model (which checks the message list it is sent on every call, as the real
-API would) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
+an instrumented model (which checks every request, the tools offered included, as the real
+API would, then the course's rules for the history) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
 one line per behaviour, passed or failed with what was expected and what happened, and a
 score. An exception inside the learner's code is that behaviour's failure, reported with the
 line that raised it; it never escapes :func:`check_loop`.
