@@ -4,12 +4,15 @@ Write a loop with this signature, no framework::
 
     def my_loop(model, task, tools, *, max_steps, token_budget) -> dict:
         ...
-        return {"answer": ..., "stop_reason": ...}
+        return {"answer": ..., "stop_cause": ...}
 
 - ``model(messages, tool_definitions)`` is one stateless model call. ``messages`` is the
   whole history as a list of Anthropic-shape messages (see :mod:`primer.agents.messages`),
   starting with ``{"role": "user", "content": task}``; ``tool_definitions`` is
-  ``tools.definitions``. It returns a reply dict::
+  ``tools.definitions``, passed on every call (a model offered no tools cannot call one).
+  Every call is checked as the Messages API would check the request
+  (:func:`primer.agents.request_check.request_problems`, the validator ``FakeModelServer``
+  answers with). It returns a reply dict::
 
       {"content": [block, ...],              # text and tool_use blocks
        "stop_reason": "end_turn" | "tool_use" | "max_tokens" | "refusal",
@@ -23,28 +26,31 @@ Write a loop with this signature, no framework::
 - ``token_budget`` is how many tokens it may use: the sum of ``input_tokens + output_tokens``
   over every reply's ``usage``.
 
-The loop returns ``{"answer": str | None, "stop_reason": str}``: the answer text and
-``"end_turn"`` when the model finished; otherwise ``None`` and the reason it stopped:
-``"max_tokens"``, ``"refusal"``, ``"token_budget"``, ``"loop_detected"`` or ``"max_steps"``.
+The loop returns ``{"answer": str | None, "stop_cause": str}``: the answer (the text of
+every text block of the last reply, joined) and ``"end_turn"`` when the model finished;
+otherwise ``None`` and the stop cause, why the loop stopped: ``"max_tokens"``,
+``"refusal"``, ``"token_budget"``, ``"loop_detected"`` or ``"max_steps"``. (``stop_reason``
+is the model's field in each reply; the loop's own reason to stop is its stop cause.)
 
 What the checks hold the loop to (the course's production loop, reduced to its core):
 
 1. Append each reply to the history exactly as returned, as an ``assistant`` message.
-2. After each reply, in order: ``end_turn`` → return the text; ``max_tokens`` → stop and
-   run nothing (a cut-off tool call may be half-written); ``refusal`` → stop, the text is
-   not an answer; a running token total past ``token_budget`` → stop before running the
+2. After each reply, read its ``stop_reason`` first, then in order: ``end_turn`` → return
+   the text of its text blocks, joined; ``max_tokens`` → stop and run nothing (a cut-off
+   tool call may be half-written); ``refusal`` → stop, the text is not an answer; a running token total past ``token_budget`` → stop before running the
    reply's tools; the same tool with the same input requested for the
    :data:`REPEAT_THRESHOLD`-th time → stop with ``loop_detected``.
 3. Otherwise run every ``tool_use`` of the reply and answer them all in ONE ``user``
    message: one ``tool_result`` per call, with the call's id as ``tool_use_id``, in the order
-   asked. A failure (unknown tool, bad arguments, the function raising) is a result with
+   asked, its ``content`` a string (``json.dumps`` of what the tool returned) or a list of
+   text blocks. A failure (unknown tool, bad arguments, the function raising) is a result with
    ``"is_error": True`` whose content says what went wrong (an unknown tool lists the real
    ones), never an exception that ends the run.
 4. Make at most ``max_steps`` model calls; then stop with ``max_steps``.
 
 :func:`check_loop` runs the loop once per behaviour in :data:`BEHAVIOURS`, watching it through
-an instrumented model (which checks the message list it is sent on every call, as the real
-API would) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
+an instrumented model (which checks every request, the tools offered included, as the real
+API would, then the course's rules for the history) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
 one line per behaviour, passed or failed with what was expected and what happened, and a
 score. An exception inside the learner's code is that behaviour's failure, reported with the
 line that raised it; it never escapes :func:`check_loop`.
@@ -65,8 +71,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from primer.agents import Reply, ScriptedLLM, text_reply, tool_reply
+from primer.agents import Reply, ScriptedLLM, text_block, text_reply, tool_reply
 from primer.agents.messages import Message, blocks_of, text_of, tool_uses_of
+from primer.agents.request_check import request_problems
 from primer.scenarios import orders
 from primer.scenarios.policy import Observation, action_reply, call_number, last_observations
 
@@ -81,9 +88,13 @@ MAX_MODEL_CALLS = 25
 #: Tool calls one run may make before the checker stops it (no behaviour needs 10).
 MAX_TOOL_RUNS = 50
 
-#: The stop reasons a learner's loop may return.
-STOP_REASONS = ("end_turn", "max_tokens", "refusal", "token_budget", "loop_detected",
-                "max_steps")
+#: The stop causes a learner's loop may return (the names of :class:`~primer.agents.StopCause`).
+STOP_CAUSES = ("end_turn", "max_tokens", "refusal", "token_budget", "loop_detected",
+               "max_steps")
+
+#: The ``model`` field of the request the checker validates for each call (the exercise's
+#: model call carries no model id; the validator needs one).
+CHECKED_MODEL_ID = "checker-model"
 
 LoopFn = Callable[..., Any]
 
@@ -136,7 +147,8 @@ class Run:
     began; ``violation`` is the first broken rule of the message list (or a runaway loop),
     ``error`` the learner's exception as a one-line report, ``result`` what the loop returned;
     ``misuse`` says how the loop called the model the wrong way (see :class:`ModelCallError`),
-    even when the loop caught the error and went on.
+    even when the loop caught the error and went on; ``max_steps`` the limit the run was
+    given.
     """
 
     replies: list[dict[str, Any]] = field(default_factory=list)
@@ -146,6 +158,7 @@ class Run:
     error: str | None = None
     result: Any = None
     misuse: str | None = None
+    max_steps: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -192,8 +205,10 @@ class CheckedModel:
     Called as ``model(messages, tool_definitions)``; any other call (for example the
     ``LLM`` protocol's ``model(system=..., messages=..., tools=..., max_tokens=...)`` of the
     earlier lessons) raises :class:`ModelCallError` saying so. Before answering it checks the
-    message list as the real API would (:func:`history_problem`); a broken list, or more than
-    :data:`MAX_MODEL_CALLS` calls, is recorded in ``run.violation`` and ends the run.
+    request as the Messages API would (:func:`api_problem`: the tools offered, then the
+    shared validator), then the course's rules for the history (:func:`history_problem`); a
+    broken request, or more than :data:`MAX_MODEL_CALLS` calls, is recorded in
+    ``run.violation`` and ends the run.
     Returns a reply dict ``{"content", "stop_reason", "usage"}`` (a fresh copy each time, so
     the loop may keep or change it freely).
     """
@@ -208,12 +223,15 @@ class CheckedModel:
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         run = self._run
         try:
-            messages = inspect.signature(_model_interface).bind(*args, **kwargs).arguments[
-                "messages"]
+            bound = inspect.signature(_model_interface).bind(*args, **kwargs)
         except TypeError:
             run.misuse = run.misuse or model_call_problem(args, kwargs)
             raise ModelCallError(run.misuse) from None
-        problem = history_problem(messages, self._task, run)
+        bound.apply_defaults()
+        messages = bound.arguments["messages"]
+        problem = (api_problem(messages, bound.arguments["tool_definitions"],
+                               self._definitions, run.calls + 1)
+                   or history_problem(messages, self._task, run))
         if problem is None and run.calls >= MAX_MODEL_CALLS:
             problem = (f"the loop made {MAX_MODEL_CALLS} model calls and kept going; "
                        f"it needs a step limit")
@@ -247,6 +265,67 @@ def model_call_problem(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
             f"called as {MODEL_SIGNATURE}, with the message list and tools.definitions "
             f"(no system prompt, no max_tokens), and returns a reply dict "
             f"{{'content', 'stop_reason', 'usage'}}")
+
+
+#: What to fix for each kind of problem the request validator reports: (pattern in its
+#: message, advice). The first match is appended to the validator's own message.
+FIXES: tuple[tuple[str, str], ...] = (
+    (r"^tools", "pass tools.definitions, unchanged, as the second argument"),
+    (r"\.content\.\d+\.content: Input should be a valid string",
+     "a tool_result's content is a string or a list of text blocks: send json.dumps(output) "
+     "(or str(output)), not the tool's raw return value"),
+    (r"is_error: Input should be a valid boolean",
+     'is_error is the boolean True or False, not a string'),
+    (r"without `tool_result` blocks immediately after",
+     "answer every tool_use of a reply in the very next user message: one tool_result per "
+     "call, its tool_use_id the call's id, failures included (as is_error results)"),
+    (r"unexpected `tool_use_id`",
+     "keep the reply's tool_use blocks in the assistant message as returned, and copy each "
+     "call's id into its tool_result's tool_use_id"),
+    (r"must come first",
+     "put the tool_result blocks first in the user message, before any text"),
+    (r"\.role: Input should be",
+     "the Messages API has two roles, user and assistant: tool results go back as "
+     "tool_result blocks in a user message, and a system prompt travels beside the list, "
+     "not in it"),
+    (r"non-empty content|must be non-empty|non-whitespace",
+     "never send an empty message or text block: keep each reply's content blocks as "
+     "returned, and answer every tool_use of a reply with a tool_result (failures as "
+     "is_error results)"),
+    (r"Extra inputs are not permitted",
+     "send only the fields the API defines: a message is {'role', 'content'}, a tool_result "
+     "{'type', 'tool_use_id', 'content', 'is_error'}"),
+    (r"Input tag",
+     "every content block needs a type the API knows: text, tool_use, tool_result, ..."),
+)
+
+
+def api_problem(messages: Any, offered: Any, definitions: list[dict[str, Any]],
+                call_no: int) -> str | None:
+    """Why the Messages API would refuse model call ``call_no`` (from 1), or ``None``.
+
+    ``offered`` is what the loop passed as ``tool_definitions``; it must be the checker's
+    ``definitions`` (a model offered no tools cannot call one). The request
+    ``{"model", "max_tokens", "messages", "tools"}`` is then checked by
+    :func:`primer.agents.request_check.request_problems`, the validator ``FakeModelServer``
+    answers with; the first of its problems that :data:`FIXES` has advice for (in the
+    table's order) is reported with that advice.
+    """
+    if offered is None:
+        return (f"call {call_no} offered the model no tools (tool_definitions was None); "
+                f"pass tools.definitions on every call: a model that is offered no tools "
+                f"cannot call one")
+    body = {"model": CHECKED_MODEL_ID, "max_tokens": 1024, "messages": messages,
+            "tools": offered}
+    problems = request_problems(body)
+    if not problems and offered != definitions:
+        problems = ["tools: the tools offered are not tools.definitions"]
+    if not problems:
+        return None
+    problem, fix = next(((p, advice) for pattern, advice in FIXES for p in problems
+                         if re.search(pattern, p)),
+                        (problems[0], "make the request one the Messages API accepts"))
+    return f"call {call_no} would be refused by the Messages API (HTTP 400: {problem}); {fix}"
 
 
 def history_problem(messages: Any, task: str, run: Run) -> str | None:
@@ -460,13 +539,30 @@ def _refusal(messages: list[Message]) -> Any:
     return text_reply(REFUSAL_TEXT, stop_reason="refusal")
 
 
+#: The final reply of the "answer in two text blocks" behaviour: a model may split its
+#: answer over several text blocks (the answer is all of them, joined).
+ANSWER_BLOCKS = ("Order A123 is 2 keyboards at 2500 rupees each.",
+                 "With 18% GST the total is 5900.0 rupees.")
+
+
+def _two_text_blocks(messages: list[Message]) -> Any:
+    reply = _happy(messages)
+    if reply.stop_reason != "end_turn":
+        return reply
+    return Reply([text_block(t) for t in ANSWER_BLOCKS], "end_turn")
+
+
 # ---------------------------------------------------------------- judging a run
 
 def _stopped(run: Run, expected: str, answer: bool) -> str | None:
     """``None`` when the run stopped with ``expected`` (and an answer iff ``answer``)."""
-    got = run.result["stop_reason"]
+    got = run.result["stop_cause"]
     if got != expected:
-        return (f"stopped with {got!r} after {_calls(run.calls)}; expected {expected!r}")
+        early = (f"; the run may make {run.max_steps} model calls: stop with 'max_steps' only "
+                 f"once they are used" if got == "max_steps" and run.calls < run.max_steps
+                 else "")
+        return (f"stopped with {got!r} after {_calls(run.calls)}; expected {expected!r}"
+                f"{early}")
     if answer and not run.result["answer"]:
         return f"stopped with {expected!r} but returned no answer text"
     if not answer and run.result["answer"] is not None:
@@ -512,10 +608,26 @@ def _error_result(run: Run, reply_no: int, what: str, must_mention: tuple[str, .
 def judge_happy(run: Run) -> str | None:
     """Answers 5900.0 with ``end_turn``; ``get_order`` and ``calculator`` each ran once."""
     runs = (run.runs_of("get_order"), run.runs_of("calculator"))
+    if run.result["stop_cause"] != "end_turn":
+        return _stopped(run, "end_turn", answer=True)
     if runs != (1, 1):
         return (f"get_order ran {runs[0]} and calculator {runs[1]} time(s); each should "
                 f"run once")
     return _answered_5900(run)
+
+
+def judge_text_blocks(run: Run) -> str | None:
+    """Answers with the text of every text block of the final reply, joined."""
+    problem = _stopped(run, "end_turn", answer=True)
+    if problem:
+        return problem
+    missing = [t for t in ANSWER_BLOCKS if t not in run.result["answer"]]
+    if missing:
+        return (f"answered {_short(run.result['answer'], 60)}, but the final reply holds "
+                f"{len(ANSWER_BLOCKS)} text blocks and the answer misses {_short(missing[0])}; "
+                f"the answer is the text of every text block, joined, not one block such as "
+                f"content[0]")
+    return None
 
 
 def judge_wrong_argument(run: Run) -> str | None:
@@ -554,8 +666,9 @@ def judge_repeats(run: Run) -> str | None:
     """Stops with ``loop_detected`` on the third identical request, not at the step limit."""
     problem = _stopped(run, "loop_detected", answer=False)
     if problem:
-        return problem + (f" on request {REPEAT_THRESHOLD} of the same call"
-                          if run.result["stop_reason"] != "loop_detected" else "")
+        return problem + (f": count the requests of each tool with the same input and stop "
+                          f"with 'loop_detected' on request {REPEAT_THRESHOLD}"
+                          if run.result["stop_cause"] != "loop_detected" else "")
     if run.calls > REPEAT_THRESHOLD:
         return (f"detected the loop only after {_calls(run.calls)}; stop on request "
                 f"{REPEAT_THRESHOLD} of the same call")
@@ -629,7 +742,7 @@ def judge_refusal(run: Run) -> str | None:
     """Stops with ``refusal`` and no answer: a refusal's text is not an answer."""
     if run.result["answer"] == REFUSAL_TEXT:
         return (f"returned the refusal's text {_short(REFUSAL_TEXT)} as the answer with "
-                f"stop_reason {run.result['stop_reason']!r}; a refusal is not an answer")
+                f"stop_cause {run.result['stop_cause']!r}; a refusal is not an answer")
     return _stopped(run, "refusal", answer=False)
 
 
@@ -637,7 +750,7 @@ def judge_refusal(run: Run) -> str | None:
 # Each takes a run its judge passed and says what happened in it, from the run itself.
 
 def _answered(run: Run) -> str:
-    return f"answered with {run.result['stop_reason']} after {_calls(run.calls)}"
+    return f"answered with {run.result['stop_cause']} after {_calls(run.calls)}"
 
 
 def _times(n: int) -> str:
@@ -653,8 +766,14 @@ def did_happy(run: Run) -> str:
     """What a passing happy-path run did: its tool runs and its answer."""
     return (f"ran get_order {_times(run.runs_of('get_order'))} and calculator "
             f"{_times(run.runs_of('calculator'))}, then answered "
-            f"{_short(run.result['answer'], 60)} with {run.result['stop_reason']} after "
+            f"{_short(run.result['answer'], 60)} with {run.result['stop_cause']} after "
             f"{_calls(run.calls)}")
+
+
+def did_join_text(run: Run) -> str:
+    """What a passing two-text-blocks run did: the answer it read from both blocks."""
+    return (f"joined the final reply's {len(ANSWER_BLOCKS)} text blocks into the answer "
+            f"{_short(run.result['answer'], 60)}; {_answered(run)}")
 
 
 def did_recover(run: Run) -> str:
@@ -699,8 +818,8 @@ def _most_requests(run: Run) -> int:
 
 
 def did_stop(run: Run) -> str:
-    """What a passing stopped run did: its stop_reason and its model calls."""
-    return (f"stopped with {run.result['stop_reason']} after {_calls(run.calls)} and no "
+    """What a passing stopped run did: its stop cause and its model calls."""
+    return (f"stopped with {run.result['stop_cause']} after {_calls(run.calls)} and no "
             f"answer")
 
 
@@ -774,6 +893,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour("cut-off reply", _cut_off, judge_cut_off, did_skip_cut_off,
               forbidden=ran_cut_off_tool),
     Behaviour("refusal", _refusal, judge_refusal, did_stop),
+    Behaviour("answer in two text blocks", _two_text_blocks, judge_text_blocks,
+              did_join_text),
 )
 
 
@@ -833,7 +954,7 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
                show: bool = True) -> LoopReport:
     """Run the learner's loop ``fn`` once per behaviour and judge each run.
 
-    ``fn(model, task, tools, *, max_steps, token_budget) -> {"answer", "stop_reason"}`` (see
+    ``fn(model, task, tools, *, max_steps, token_budget) -> {"answer", "stop_cause"}`` (see
     the module docstring). Prints the report when ``show`` is true and returns it. Never
     raises because of ``fn``: an exception in it, a broken message list, a runaway loop or a
     malformed result is that behaviour's failure. A loop that keeps calling the model or the
@@ -867,7 +988,7 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
 
 def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | None]:
     """Run one behaviour: its verdict, and what is wrong with the call interface (or None)."""
-    run = Run()
+    run = Run(max_steps=behaviour.max_steps)
     raised: Exception | None = None
     tools = _toolbox(run, behaviour.overrides)
     model = CheckedModel(behaviour.policy, TASK, tools.definitions, run)
@@ -889,7 +1010,7 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
     problem = interface or (behaviour.forbidden(run) if behaviour.forbidden else None)
     problem = problem or run.violation or run.error or result_problem(run.result)
     if problem is None and run.calls == 0:
-        problem = (f"returned stop_reason {run.result['stop_reason']!r} without calling the "
+        problem = (f"returned stop_cause {run.result['stop_cause']!r} without calling the "
                    f"model; call {MODEL_SIGNATURE} first")
     if problem is None:
         problem = behaviour.judge(run)
@@ -912,12 +1033,16 @@ def _binds(fn: LoopFn) -> bool:
 
 def result_problem(result: Any) -> str | None:
     """What is wrong with the shape of a loop's return value, or ``None``."""
-    if not isinstance(result, Mapping) or not {"answer", "stop_reason"} <= set(result):
+    if isinstance(result, Mapping) and "stop_reason" in result and "stop_cause" not in result:
+        return (f"returned {{'stop_reason': {result['stop_reason']!r}}}; stop_reason is the "
+                f"model's field in each reply: return the loop's own reason to stop as "
+                f"{{'answer': ..., 'stop_cause': ...}}")
+    if not isinstance(result, Mapping) or not {"answer", "stop_cause"} <= set(result):
         return (f"returned {_short(repr(result))}; return a dict "
-                f"{{'answer': str | None, 'stop_reason': str}}")
-    if result["stop_reason"] not in STOP_REASONS:
-        return (f"returned stop_reason {result['stop_reason']!r}; use one of "
-                f"{', '.join(STOP_REASONS)}")
+                f"{{'answer': str | None, 'stop_cause': str}}")
+    if result["stop_cause"] not in STOP_CAUSES:
+        return (f"returned stop_cause {result['stop_cause']!r}; use one of "
+                f"{', '.join(STOP_CAUSES)}")
     if result["answer"] is not None and not isinstance(result["answer"], str):
         return f"returned an answer of type {type(result['answer']).__name__}; use str or None"
     return None

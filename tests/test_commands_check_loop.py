@@ -21,16 +21,16 @@ def test_the_reference_solution_in_a_file_exits_0_with_full_marks(tmp_path, caps
     loop = tmp_path / "loop.py"
     loop.write_text(cell("solutions/14_solution.ipynb", "solution"))
     assert main(["check-loop", str(loop)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "score: 10/10"
+    assert capsys.readouterr().out.splitlines()[-1] == "score: 11/11"
 
 
 def test_a_loop_that_never_calls_the_model_gets_fail_lines_not_a_traceback(tmp_path, capsys):
     loop = tmp_path / "stub.py"
     loop.write_text("def my_loop(model, task, tools, *, max_steps, token_budget):\n"
-                    "    return {'answer': None, 'stop_reason': 'max_steps'}\n")
+                    "    return {'answer': None, 'stop_cause': 'max_steps'}\n")
     assert main(["check-loop", str(loop)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "score: 0/10"
+    assert lines[-1] == "score: 0/11"
     assert all(ln.startswith("FAIL  ") and "without calling the model" in ln
                for ln in lines[:-1])
 
@@ -41,7 +41,7 @@ def test_the_starter_exits_1_and_names_the_crashing_line_from_its_def(tmp_path, 
                     .replace("def my_loop", "def first_try"))
     assert main(["check-loop", f"{loop}:first_try"]) == 1
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == "score: 1/10"
+    assert out.splitlines()[-1] == "score: 1/11"
     assert "KeyError: 'lookup_order' at line 10 of first_try: `output = tools[" in out
     assert str(tmp_path) not in out
 
@@ -66,13 +66,13 @@ def test_help_spells_out_the_loop_and_model_interfaces(capsys):
     out = capsys.readouterr().out
     assert "my_loop(model, task, tools, *, max_steps, token_budget)" in out
     assert "model(messages, tool_definitions) -> reply dict" in out
-    assert '{"answer": str | None, "stop_reason": str}' in out
+    assert '{"answer": str | None, "stop_cause": str}' in out
 
 
 def test_a_loop_with_the_wrong_signature_gets_one_message_with_the_right_one(tmp_path, capsys):
     loop = tmp_path / "loop.py"
     loop.write_text("def my_loop(model, task, tools):\n"
-                    "    return {'answer': None, 'stop_reason': 'max_steps'}\n")
+                    "    return {'answer': None, 'stop_cause': 'max_steps'}\n")
     assert main(["check-loop", str(loop)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "score:" not in captured.err
@@ -92,3 +92,15 @@ def test_calling_the_model_as_in_the_early_lessons_is_explained_once(tmp_path, c
     assert err.count("in this exercise the model is called as "
                      "model(messages, tool_definitions)") == 1
     assert "the LLM protocol of lessons 01-05" in err and "at line 3 of my_loop" in err
+
+
+def test_a_loop_sending_a_tools_raw_dict_is_told_what_the_api_refuses(tmp_path, capsys):
+    source = cell("solutions/14_solution.ipynb", "solution").replace(
+        "output if isinstance(output, str) else json.dumps(output)", "output")
+    loop = tmp_path / "loop.py"
+    loop.write_text(source)
+    assert main(["check-loop", str(loop)]) == 1
+    out = capsys.readouterr().out
+    assert ("FAIL  happy path: call 2 would be refused by the Messages API (HTTP 400: "
+            "messages.2.content.0.content: Input should be a valid string or list of content "
+            "blocks); a tool_result's content is a string or a list of text blocks") in out

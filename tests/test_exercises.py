@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = [b.name for b in BEHAVIOURS]
 WITH_TOOLS = ["happy path", "wrong argument", "unknown tool", "tool that raises",
               "two calls in one reply", "model that repeats itself", "model that wanders",
-              "tight budget"]
+              "tight budget", "answer in two text blocks"]
 
 
 def make_loop(fault: str | None = None):
@@ -37,50 +37,69 @@ def make_loop(fault: str | None = None):
 
     def loop(model, task, tools, *, max_steps, token_budget):
         if fault == "never_calls_model":
-            return {"answer": None, "stop_reason": "max_steps"}
+            return {"answer": None, "stop_cause": "max_steps"}
         messages = [{"role": "user", "content": task}]
+        if fault == "system_as_message":
+            messages.insert(0, {"role": "system", "content": "You answer order questions."})
+        offered = {"no_tools_offered": None,
+                   "offers_tool_names": list(tools)}.get(fault or "", tools.definitions)
         used, requests = 0, {}
         steps = {"one_step_too_many": max_steps + 1, "one_step_too_few": max_steps - 1,
                  "stops_after_one_call": 1}.get(fault or "", max_steps)
         step = 0
         while fault == "no_step_limit" or step < steps:
             step += 1
-            reply = model(messages, tools.definitions)
+            reply = model(messages, offered)
             content = reply["content"]
+            text = "\n".join(b["text"] for b in reply["content"] if b["type"] == "text")
             if fault == "drops_reply_text":
                 content = [b for b in content if b["type"] == "tool_use"]
+            if fault == "stores_only_reply_text":
+                content = text
             messages.append({"role": "assistant", "content": content})
             used += reply["usage"]["input_tokens"] + reply["usage"]["output_tokens"]
             stop = reply["stop_reason"]
-            text = "\n".join(b["text"] for b in reply["content"] if b["type"] == "text")
             if stop == "end_turn" or (stop == "refusal" and fault == "refusal_as_answer"):
-                return {"answer": text, "stop_reason": "end_turn"}
+                if fault in ("first_block_text", "last_block_text"):
+                    text = reply["content"][0 if fault == "first_block_text" else -1]["text"]
+                return finish(text, "end_turn", fault)
             if stop == "refusal" or (stop == "max_tokens" and fault != "runs_cut_off_tool"):
-                return {"answer": None, "stop_reason": stop}
+                return finish(None, stop, fault)
             over = used > token_budget and fault != "ignores_budget"
             if over and fault != "budget_checked_after_tools":
-                return {"answer": None, "stop_reason": "token_budget"}
+                return finish(None, "token_budget", fault)
             calls = [b for b in reply["content"] if b["type"] == "tool_use"]
             for call in calls:
                 key = json.dumps([call["name"], call["input"]], sort_keys=True)
                 requests[key] = requests.get(key, 0) + 1
                 if requests[key] >= REPEAT_THRESHOLD and fault != "no_loop_detection":
-                    return {"answer": None, "stop_reason": "loop_detected"}
+                    return finish(None, "loop_detected", fault)
             results = [run_tool(tools, call, fault) for call in calls]
+            if fault == "drops_failed_results":
+                results = [r for r in results if not r["is_error"]]
             if fault == "loses_tool_use_ids":
                 results = [{**r, "tool_use_id": f"result_{k}"} for k, r in enumerate(results)]
             if fault == "results_out_of_order":
                 results.reverse()
             if fault == "splits_results":
                 messages.extend({"role": "user", "content": [r]} for r in results)
+            elif fault == "openai_tool_role":
+                messages.extend({"role": "tool", "tool_use_id": r["tool_use_id"],
+                                 "content": r["content"]} for r in results)
             else:
                 messages.append({"role": "user", "content": results})
             if over:
-                return {"answer": None, "stop_reason": "token_budget"}
-        return {"answer": None, "stop_reason": "max_steps"}
+                return finish(None, "token_budget", fault)
+        return finish(None, "max_steps", fault)
 
     loop.__name__ = f"loop_{fault or 'correct'}"
     return loop
+
+
+def finish(answer, cause, fault):
+    """The loop's return value (with the model's field name under one fault)."""
+    return {"answer": answer,
+            ("stop_reason" if fault == "returns_stop_reason_key" else "stop_cause"): cause}
 
 
 def run_tool(tools, call, fault):
@@ -93,35 +112,68 @@ def run_tool(tools, call, fault):
     else:
         fn = tools[name]
         try:
-            content, is_error = json.dumps(fn(**call["input"])), False
+            output = fn(**call["input"])
+            content = output if fault == "raw_dict_content" else json.dumps(output)
+            is_error = False
         except Exception as e:  # noqa: BLE001
             content, is_error = f"{name} failed: {type(e).__name__}: {e}", True
     result = {"type": "tool_result", "tool_use_id": call["id"], "content": content}
-    return result if fault == "errors_not_flagged" else {**result, "is_error": is_error}
+    if fault == "errors_not_flagged":
+        return result
+    return {**result, "is_error": str(is_error).lower() if fault == "is_error_as_string"
+            else is_error}
 
 
-#: fault → the behaviours it must fail (every other behaviour must pass).
+#: fault -> (the behaviours it must fail, every other behaviour passing; words of the fix
+#: that the first failing behaviour's line must hold).
 GALLERY = {
-    "runs_cut_off_tool": ["cut-off reply"],
-    "no_step_limit": ["model that wanders"],
-    "one_step_too_many": ["model that wanders"],
-    "one_step_too_few": ["model that wanders"],
+    "runs_cut_off_tool": (["cut-off reply"], "its input may be half-written"),
+    "no_step_limit": (["model that wanders"], "it needs a step limit"),
+    "one_step_too_many": (["model that wanders"], "stop after exactly 4"),
+    "one_step_too_few": (["model that wanders"], "make all 4 calls before stopping"),
     # the cut-off reply and the refusal end the run on the first call anyway
-    "stops_after_one_call": [n for n in NAMES if n not in ("cut-off reply", "refusal")],
-    "never_calls_model": NAMES,
-    "splits_results": ["two calls in one reply"],
-    "results_out_of_order": ["two calls in one reply"],
-    "loses_tool_use_ids": WITH_TOOLS,
+    "stops_after_one_call": ([n for n in NAMES if n not in ("cut-off reply", "refusal")],
+                             "stop with 'max_steps' only once they are used"),
+    "never_calls_model": (NAMES, "call model(messages, tool_definitions) first"),
+    "splits_results": (["two calls in one reply"], "put all results in one user message"),
+    "results_out_of_order": (["two calls in one reply"],
+                             "in the order the model asked for them"),
+    "loses_tool_use_ids": (WITH_TOOLS, "its tool_use_id the call's id"),
     # the failing tool's model writes no text beside its call, so nothing is dropped there
-    "drops_reply_text": [n for n in WITH_TOOLS if n != "tool that raises"],
-    "crashes_on_unknown_tool": ["unknown tool"],
-    "tool_errors_crash": ["wrong argument", "tool that raises", "model that repeats itself",
-                          "model that wanders"],
-    "errors_not_flagged": ["wrong argument", "unknown tool", "tool that raises"],
-    "ignores_budget": ["tight budget"],
-    "budget_checked_after_tools": ["tight budget"],
-    "refusal_as_answer": ["refusal"],
-    "no_loop_detection": ["model that repeats itself"],
+    "drops_reply_text": ([n for n in WITH_TOOLS if n != "tool that raises"],
+                         "its content exactly as the model returned it"),
+    "crashes_on_unknown_tool": (["unknown tool"], "raised KeyError: 'lookup_order'"),
+    "tool_errors_crash": (["wrong argument", "tool that raises", "model that repeats itself",
+                           "model that wanders"], "raised TypeError"),
+    "errors_not_flagged": (["wrong argument", "unknown tool", "tool that raises"],
+                           'not marked "is_error": True'),
+    "ignores_budget": (["tight budget"], "check the budget before running tools"),
+    "budget_checked_after_tools": (["tight budget"], "check the budget before running tools"),
+    "refusal_as_answer": (["refusal"], "a refusal is not an answer"),
+    "no_loop_detection": (["model that repeats itself"],
+                          "stop with 'loop_detected' on request 3"),
+    # the request validator's faults: each is a request the Messages API refuses
+    "raw_dict_content": ([n for n in WITH_TOOLS if n not in ("tool that raises",
+                                                              "model that repeats itself",
+                                                              "model that wanders")],
+                         "send json.dumps(output) (or str(output)), not the tool's raw"),
+    "no_tools_offered": (NAMES, "pass tools.definitions on every call"),
+    "offers_tool_names": (NAMES, "pass tools.definitions, unchanged"),
+    "system_as_message": (NAMES, "a system prompt travels beside the list"),
+    "stores_only_reply_text": (WITH_TOOLS,
+                               "keep the reply's tool_use blocks in the assistant message"),
+    "drops_failed_results": (["wrong argument", "unknown tool", "tool that raises",
+                              "model that repeats itself", "model that wanders"],
+                             "answer every tool_use of a reply with a tool_result"),
+    "openai_tool_role": (WITH_TOOLS,
+                         "tool results go back as tool_result blocks in a user message"),
+    "is_error_as_string": (WITH_TOOLS,
+                           "is_error is the boolean True or False"),
+    "first_block_text": (["answer in two text blocks"],
+                         "the text of every text block, joined, not one block"),
+    "last_block_text": (["answer in two text blocks"],
+                        "the text of every text block, joined, not one block"),
+    "returns_stop_reason_key": (NAMES, "stop_reason is the model's field in each reply"),
 }
 
 
@@ -132,13 +184,24 @@ def check(fn) -> LoopReport:
 def test_a_correct_loop_scores_full_marks():
     report = check(make_loop())
     assert report.failed == [], str(report)
-    assert report.score == report.total == len(BEHAVIOURS) == 10
+    assert report.score == report.total == len(BEHAVIOURS) == 11
+
+
+def test_the_gallery_holds_at_least_twenty_broken_loops():
+    assert len(GALLERY) >= 20
 
 
 @pytest.mark.parametrize("fault", sorted(GALLERY))
 def test_each_broken_loop_fails_exactly_the_behaviours_its_fault_breaks(fault):
     report = check(make_loop(fault))
-    assert report.failed == [n for n in NAMES if n in GALLERY[fault]], str(report)
+    assert report.failed == [n for n in NAMES if n in GALLERY[fault][0]], str(report)
+
+
+@pytest.mark.parametrize("fault", sorted(GALLERY))
+def test_each_broken_loops_first_failure_says_what_to_fix(fault):
+    report = check(make_loop(fault))
+    first = next(r for r in report.results if not r.passed)
+    assert GALLERY[fault][1] in first.detail, first.detail
 
 
 def detail(report: LoopReport, name: str) -> str:
@@ -153,7 +216,7 @@ def test_a_cut_off_reply_whose_tool_ran_is_reported_as_such():
 
 def test_a_loop_that_never_calls_the_model_fails_every_behaviour_saying_so():
     report = check(make_loop("never_calls_model"))
-    assert all(r.detail == "returned stop_reason 'max_steps' without calling the model; "
+    assert all(r.detail == "returned stop_cause 'max_steps' without calling the model; "
                            "call model(messages, tool_definitions) first"
                for r in report.results), str(report)
 
@@ -222,7 +285,7 @@ def test_exception_reports_hide_memory_addresses_and_directories():
 
 def test_a_loop_with_the_wrong_signature_gets_a_hint_not_a_crash():
     def no_keywords(model, task, tools):
-        return {"answer": None, "stop_reason": "max_steps"}
+        return {"answer": None, "stop_cause": "max_steps"}
 
     text = detail(check(no_keywords), "happy path")
     assert text.startswith("raised TypeError") and "def my_loop(model, task, tools, *" in text
@@ -230,7 +293,7 @@ def test_a_loop_with_the_wrong_signature_gets_a_hint_not_a_crash():
 
 def test_a_wrong_signature_is_reported_once_and_the_other_behaviours_are_not_run():
     def no_keywords(model, task, tools):
-        return {"answer": None, "stop_reason": "max_steps"}
+        return {"answer": None, "stop_cause": "max_steps"}
 
     report = check(no_keywords)
     assert report.interface_problem == detail(report, "happy path")
@@ -257,15 +320,15 @@ def test_a_loop_that_swallows_a_wrong_model_call_is_still_told_how_to_call_the_m
             model([{"role": "user", "content": task}], tools.definitions, 1024)
         except TypeError:
             pass
-        return {"answer": None, "stop_reason": "max_steps"}
+        return {"answer": None, "stop_cause": "max_steps"}
 
     report = check(swallow)
     assert report.interface_problem.startswith("the loop called model(list, list, int);")
 
 
 @pytest.mark.parametrize("value", [None, "5900", {"answer": "x"},
-                                   {"answer": "x", "stop_reason": "done"},
-                                   {"answer": 5900, "stop_reason": "end_turn"}])
+                                   {"answer": "x", "stop_cause": "done"},
+                                   {"answer": 5900, "stop_cause": "end_turn"}])
 def test_a_malformed_result_fails_with_what_to_return(value):
     report = check(lambda model, task, tools, **limits: value)
     assert report.score == 0
@@ -298,7 +361,7 @@ def test_a_loop_that_retries_a_failing_tool_forever_is_stopped_and_named():
                     return fn(**block["input"])
                 except Exception:  # noqa: BLE001 - the fault under test
                     continue
-        return {"answer": None, "stop_reason": reply["stop_reason"]}
+        return {"answer": None, "stop_cause": reply["stop_reason"]}
 
     text = detail(check(retry_forever), "tool that raises")
     assert text.startswith(f"the loop ran tools {MAX_TOOL_RUNS} times without stopping")
@@ -308,7 +371,7 @@ def test_check_loop_prints_one_line_per_behaviour_and_the_score(capsys):
     report = check_loop(make_loop("ignores_budget"))
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(BEHAVIOURS) + 1
-    assert lines[-1] == f"score: {report.score}/{report.total}" == "score: 9/10"
+    assert lines[-1] == f"score: {report.score}/{report.total}" == "score: 10/11"
     assert [ln.split("  ")[0] for ln in lines[:-1]] == \
         ["FAIL" if n == "tight budget" else "PASS" for n in NAMES]
 

@@ -21,15 +21,21 @@ USAGE_ERROR = 2
 INTERFACE = """\
 Your function is called as
   my_loop(model, task, tools, *, max_steps, token_budget)
-and returns {"answer": str | None, "stop_reason": str}:
-  the answer and "end_turn", or None and one of max_tokens, refusal, token_budget,
-  loop_detected, max_steps.
+and returns {"answer": str | None, "stop_cause": str}:
+  the answer (the text of every text block of the last reply, joined) and "end_turn", or
+  None and the stop cause: max_tokens, refusal, token_budget, loop_detected, max_steps.
+  (stop_reason is the model's field in each reply; the loop's reason to stop is its stop
+  cause.)
 
   model(messages, tool_definitions) -> reply dict
       one model call: messages is the whole history (Anthropic-shape dicts, starting with
-      {"role": "user", "content": task}); tool_definitions is tools.definitions. The reply
-      is {"content": [text and tool_use blocks], "stop_reason": "end_turn" | "tool_use" |
-      "max_tokens" | "refusal", "usage": {"input_tokens": int, "output_tokens": int}}.
+      {"role": "user", "content": task}); tool_definitions is tools.definitions, on every
+      call. Each call is checked as the Messages API checks a request: one that the API
+      would refuse (a tool_result whose content is not a string or text blocks, a tool_use
+      left unanswered, an empty message, a role other than user and assistant) fails. The
+      reply is {"content": [text and tool_use blocks], "stop_reason": "end_turn" |
+      "tool_use" | "max_tokens" | "refusal", "usage": {"input_tokens": int,
+      "output_tokens": int}}.
       (Not the LLM protocol model(system=..., messages=..., tools=..., max_tokens=...).)
   task        the user's request, a string
   tools       a dict name -> function: call tools[name](**tool_use_input)

@@ -1,0 +1,107 @@
+"""The figures lesson 14 states, computed again: the starter's score, the design's cost with
+and without caching, where its failed run stops, its day, its window, and the checklist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from primer.agents.config import AgentConfig
+from primer.exercises import BEHAVIOURS, check_loop
+from primer.interview_checklist import checklist
+from primer.support_design import Safeguards, SupportDesign, ToolPlan
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSON = ROOT / "notebooks" / "14_the_interview_rounds.ipynb"
+
+DESIGN = SupportDesign(
+    tools=(ToolPlan("get_order", "look up an order by id"),
+           ToolPlan("search_policy", "find the refund and returns policy"),
+           ToolPlan("issue_refund", "refund an order", side_effecting=True,
+                    needs_approval=True),
+           ToolPlan("handoff_to_human", "hand the ticket to a person, with the reason")),
+    good_run_steps=6, max_steps=12, token_budget=60_000, per_step_success=0.97,
+    static_tokens=2_000, tool_definition_tokens=800, tokens_per_step=800,
+    output_tokens_per_call=150, tasks_per_day=10_000,
+    reasons={"max_steps": "x", "token_budget": "y"},
+    safeguards=Safeguards(customer_text_is_data=True, identity_from_session=True,
+                          refund_limit=5_000, redact_personal_data=True,
+                          trace_retention_days=30,
+                          alerts=("tokens_per_task", "stop_causes", "cost_per_day"),
+                          on_call_sees=("trace", "stop_cause", "tokens_per_step",
+                                        "tool_errors")))
+
+
+def cells():
+    return nbformat.read(LESSON, as_version=4).cells
+
+
+def lesson_loop():
+    source = next(c.source for c in cells() if "starter" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(compile(source, "<lesson 14>", "exec"), namespace)  # noqa: S102
+    return namespace["my_loop"]
+
+
+def outputs() -> str:
+    return "\n".join(o.get("text", "") or o.get("data", {}).get("text/markdown", "")
+                     for c in cells() if c.cell_type == "code" for o in c.outputs)
+
+
+def test_the_starter_passes_one_of_eleven_behaviours():
+    report = check_loop(lesson_loop(), show=False)
+    assert (report.score, report.total, len(BEHAVIOURS)) == (1, 11, 11)
+    assert "The starter passes **1 of 11** behaviours." in outputs()
+
+
+def test_the_lessons_design_is_the_one_pinned_here():
+    source = next(c.source for c in cells() if c.source.startswith("design = SupportDesign("))
+    for text in ("good_run_steps=6", "max_steps=12", "token_budget=60_000",
+                 "per_step_success=0.97", "refund_limit=5_000", "tasks_per_day=10_000"):
+        assert text in source
+
+
+def test_the_design_round_figures():
+    n = DESIGN.numbers()
+    assert (round(n.cost_per_task_usd, 2), n.tokens_per_task) == (0.10, 29_700)
+    assert round(n.cached_cost_per_task_usd, 3) == 0.046
+    assert (round(n.end_to_end_success, 2), round(n.per_step_needed, 3)) == (0.83, 0.983)
+    assert (n.failed_run_stop_cause, n.failed_run_calls, n.failed_run_tokens) == \
+        ("token_budget", 10, 65_500)
+    assert round(n.failed_run_cost_usd, 2) == 0.21
+    assert (round(n.cached_daily_cost_usd), round(n.cached_expected_daily_cost_usd),
+            round(n.expected_daily_cost_usd)) == (456, 507, 1_190)
+    assert round(1 - n.end_to_end_success, 2) == 0.17
+    assert round(n.context_share_at_cap, 3) == 0.059
+    assert DESIGN.context_window == AgentConfig().context_window == 200_000
+    notes = DESIGN.review()
+    assert len(notes) == 1 and notes[0].startswith("Only 83% of tasks succeed end to end")
+
+
+def test_the_lessons_prose_states_those_figures():
+    text = outputs()
+    for phrase in ("a good run costs about **0.10 USD** (29,700 tokens)", "about **0.046 USD**",
+                   "on **token_budget** at call **10**, after 65,500 tokens, 0.21 USD",
+                   "at least **456 USD**", "about **507 USD** cached, or 1,190 USD",
+                   "fills 5.9% of the 200,000-token window"):
+        assert phrase in text, phrase
+
+
+def test_the_lessons_checklist_ticks_the_marked_answer_and_not_the_wordy_one():
+    text = outputs()
+    assert "[x] 1. What does the model return when it wants a tool?" in text
+    assert "[ ] 2. Who runs the tool, and what decides whether it may run?" in text
+    assert checklist({1: "TFTF"}).splitlines()[0].startswith("[x] 1.")
+
+
+def test_the_lesson_ends_with_test_yourself_and_a_recap():
+    markdown = [c.source for c in cells() if c.cell_type == "markdown"]
+    assert markdown[-2].startswith("## Test yourself") and markdown[-1].startswith("## Recap")
+    assert markdown[-2].count("<details><summary>Answer</summary>") == 4
+
+
+def test_display_only_prose_cells_hide_their_source():
+    for c in cells():
+        if c.cell_type == "code" and "display(Markdown(" in c.source:
+            assert c.metadata.get("jupyter", {}).get("source_hidden") is True, c.source[:60]
