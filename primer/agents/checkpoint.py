@@ -242,7 +242,8 @@ class ApprovalDesk:
     """Approve / Reject for one paused call, as a plain object (notebook buttons call it).
 
     ``checkpoint`` is the file, ``tool_use_id`` the call, ``note``, ``approver`` and
-    ``expires_at`` what the next decision carries (see :func:`approve`). :meth:`approve` and :meth:`reject` record the decision and return (and keep in
+    ``expires_at`` what the next decision carries (see :func:`approve`). :meth:`approve`
+    and :meth:`reject` record the decision and return (and keep in
     ``status``) one line saying what happened; a bad file or id becomes that line, starting
     with ``"error: "``, rather than an exception, so a button never fails silently.
     """
