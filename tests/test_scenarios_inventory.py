@@ -113,6 +113,7 @@ def test_a_model_that_ignores_the_give_up_is_stopped_only_by_the_context_window(
     # every lookup is four requests: the first try and three retries
     assert alone["API requests"] == 4 * alone["tool calls"]
     assert alone["model calls"] == 1265 and alone["USD"] == pytest.approx(514.9295)
+    assert (alone["API requests"], round(alone["simulated s"] / 3600, 1)) == (5060, 2.9)
     assert alone["USD"] > 10_000 * inv.run_guarded(inv.BACKOFF).row()["USD"]
 
 
@@ -125,6 +126,8 @@ def test_with_a_stubborn_model_the_detectors_stop_first_and_the_step_cap_later(s
     assert rows["loop detection (3 repeats)"]["stop cause"] == "loop_detected"
     assert (rows["step cap (10 calls)"]["model calls"],
             rows["step cap (10 calls)"]["stop cause"]) == (10, "max_steps")
+    assert (rows["step cap (10 calls)"]["USD"], rows["loop detection (3 repeats)"]["USD"]) == \
+        (0.1832, 0.0485)
     assert all(r["stop cause"] != "end_turn" for r in rows.values())  # nobody tells the customer
 
 
