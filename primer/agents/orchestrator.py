@@ -22,7 +22,7 @@ from typing import Any
 
 from .cost import Prices
 from .llm import LLM, Usage
-from .patterns import CallRecord, ModelCalls, PatternError
+from .patterns import CallRecord, CountedCalls, ModelCalls, PatternError
 
 ORCHESTRATOR_PROMPT = (
     "Split this task into independent subtasks, one per distinct part of it, as few as the "
@@ -51,14 +51,14 @@ class WorkerResult:
 
 
 @dataclass
-class OrchestratorRun:
+class OrchestratorRun(CountedCalls):
     """One orchestrated run.
 
     ``outcome`` is ``done``; ``partial`` (a worker failed; the synthesis saw which);
     or ``too_many_subtasks`` (the orchestrator asked for more than the cap: no worker ran,
     ``final_text`` is ``None``). ``calls`` holds every model call in order (labels
     ``orchestrate``, ``worker <id>``, ``synthesise``); ``usage`` (tokens) and ``cost_usd``
-    are their totals.
+    are their totals; ``model_calls`` is one to split, one per worker, one to combine.
     """
 
     outcome: str
@@ -68,11 +68,6 @@ class OrchestratorRun:
     calls: list[CallRecord]
     usage: Usage
     cost_usd: float
-
-    @property
-    def model_calls(self) -> int:
-        """Model calls made: one to split, one per worker, one to combine."""
-        return len(self.calls)
 
 
 def parse_subtasks(text: str) -> list[Subtask]:
