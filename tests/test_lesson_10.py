@@ -76,3 +76,16 @@ def test_the_orders_trace_becomes_eight_spans_with_the_first_tool_call_an_error(
         "execute_tool get_order", "chat scripted", "execute_tool calculator", "chat scripted"]
     errors = [s["name"] for s in ordered if s.get("status", {}).get("code") == 2]
     assert errors == ["execute_tool get_order"]
+
+
+def test_the_gallery_diagnosis_the_lesson_shows_names_each_mode_and_what_stops_no_progress():
+    from primer.agents import diagnose
+    from primer.scenarios.gallery import GALLERY, gallery_path
+
+    modes = {n: [m.value for m in diagnose(gallery_path(n)).modes] for n in GALLERY}
+    assert modes["healthy-orders"] == modes["healthy-pto"] == []
+    assert modes["no-progress"] == ["no_progress"] and modes["repeats"] == ["repeats"]
+    assert modes["unanswered-tool-use-conversation"] == ["unanswered_tool_use"]
+    e = diagnose(gallery_path("no-progress")).findings[0].effect
+    assert (e.setting, e.stops_at, e.calls_saved) == ("no_progress_window=3", 3, 5)
+    assert (e.input_tokens_saved, e.input_tokens_total) == (4_342, 5_737)

@@ -100,3 +100,36 @@ def test_after_a_refund_times_out_checking_state_pays_once_and_asking_again_pays
     if check_first:
         assert [e.name for e in result.executions] == ["issue_refund", "get_refunds"]
         assert json.loads(result.executions[1].content)[0]["amount_usd"] == 40.0
+
+
+@pytest.fixture(scope="module")
+def stubborn():
+    return inv.stubborn_table()
+
+
+def test_a_model_that_ignores_the_give_up_is_stopped_only_by_the_context_window(stubborn):
+    alone = stubborn[0]
+    assert (alone["guard"], alone["stop cause"]) == ("backoff alone", "context_window")
+    # every lookup is four requests: the first try and three retries
+    assert alone["API requests"] == 4 * alone["tool calls"]
+    assert alone["model calls"] == 1265 and alone["USD"] == pytest.approx(514.9295)
+    assert (alone["API requests"], round(alone["simulated s"] / 3600, 1)) == (5060, 2.9)
+    assert alone["USD"] > 10_000 * inv.run_guarded(inv.BACKOFF).row()["USD"]
+
+
+def test_with_a_stubborn_model_the_detectors_stop_first_and_the_step_cap_later(stubborn):
+    rows = {r["guard"].removeprefix("backoff + "): r for r in stubborn[1:]}
+    fewest = min(r["model calls"] for r in rows.values())
+    assert {g for g, r in rows.items() if r["model calls"] == fewest} == {
+        "no-progress window (3 errors)", "loop detection (3 repeats)"}
+    assert fewest == 3 and rows["no-progress window (3 errors)"]["stop cause"] == "no_progress"
+    assert rows["loop detection (3 repeats)"]["stop cause"] == "loop_detected"
+    assert (rows["step cap (10 calls)"]["model calls"],
+            rows["step cap (10 calls)"]["stop cause"]) == (10, "max_steps")
+    assert (rows["step cap (10 calls)"]["USD"], rows["loop detection (3 repeats)"]["USD"]) == \
+        (0.1832, 0.0485)
+    assert all(r["stop cause"] != "end_turn" for r in rows.values())  # nobody tells the customer
+
+
+def test_the_obedient_model_ends_on_the_give_up_with_backoff_alone():
+    assert inv.run_guarded(inv.BACKOFF).row()["stop cause"] == "end_turn"

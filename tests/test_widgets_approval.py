@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents.checkpoint import ApprovalDesk, read_checkpoint
+from primer.agents.checkpoint import ApprovalDesk, login_name, read_checkpoint
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV
 from primer.widgets import approval_buttons
@@ -31,9 +31,12 @@ def test_the_desk_describes_the_call_with_its_exact_arguments(paused):
 
 def test_the_desk_approves_with_its_note_and_says_so(paused):
     desk = ApprovalDesk(paused.checkpoint, paused.pending[0]["id"], note="checked")
-    assert desk.approve() == f"approved issue_refund ({paused.pending[0]['id']}), note: checked"
-    assert decision(paused) | {"input_sha256": ""} == {"approved": True, "note": "checked",
-                                                       "input_sha256": ""}
+    status = desk.approve()
+    assert status.startswith(f"approved issue_refund ({paused.pending[0]['id']}) by ")
+    assert status.endswith(", note: checked")
+    d = decision(paused)
+    assert (d["approved"], d["note"], d["approver"], d["expires_at"]) == (True, "checked",
+                                                                          login_name(), None)
 
 
 def test_the_desk_turns_a_bad_id_into_an_error_line_not_an_exception(paused):

@@ -31,19 +31,22 @@ reordered, forged or cut in the middle (its signatures fail), or a decision for 
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .bounded import UnreadableFile, read_bounded
-from .journal import FORMAT_VERSION, CheckpointError, input_sha256, read_journal
+from .journal import FORMAT_VERSION, CheckpointError, expired, input_sha256, read_journal
 from .recorder import JournalRecorder
 from .resume import resume
 
 __all__ = ["FORMAT_VERSION", "ApprovalDesk", "CheckpointError", "CheckpointInfo", "approve",
-           "checkpoint_info", "input_sha256", "list_checkpoints", "read_checkpoint", "reject",
+           "checkpoint_info", "decision_terms", "describe_decision",
+           "login_name", "input_sha256", "list_checkpoints", "read_checkpoint", "reject",
            "resume"]
 
 
@@ -63,27 +66,53 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- decisions
 
 
-def approve(path: str | Path, tool_use_id: str, note: str = "") -> dict[str, Any]:
+def approve(path: str | Path, tool_use_id: str, note: str = "", *, approver: str | None = None,
+            expires_at: datetime | None = None) -> dict[str, Any]:
     """Record a person's yes for the call ``tool_use_id`` of the checkpoint at ``path``.
 
     The decision stores a SHA-256 of the call's input, so only those exact arguments can
-    run. Approving twice is a no-op; approving a rejected call raises. Returns the call's
-    record (``tool_use_id``, ``name``, ``input``, ``decision``, ...). Nothing runs until
+    run; who approved (``approver``, default the login name of this process), the time
+    (UTC) and, if given, ``expires_at`` (a timezone-aware datetime): :func:`resume` refuses
+    to run the call once that time has passed, and a new decision may then be recorded.
+    Approving twice is a no-op; approving a rejected call raises. Returns the call's record
+    (``tool_use_id``, ``name``, ``input``, ``decision``, ...). Nothing runs until
     :func:`resume`. Raises :class:`CheckpointError` for an unknown ``tool_use_id``, a
-    finished run or a bad file.
+    finished run or a bad file, ``ValueError`` for an empty ``approver`` or an
+    ``expires_at`` without a timezone or not in the future.
     """
-    return _decide(path, tool_use_id, True, note)
+    return _decide(path, tool_use_id, True, note, approver, expires_at)
 
 
-def reject(path: str | Path, tool_use_id: str, note: str = "") -> dict[str, Any]:
+def reject(path: str | Path, tool_use_id: str, note: str = "", *,
+           approver: str | None = None) -> dict[str, Any]:
     """Record a person's no for the call ``tool_use_id``; the ``note`` reaches the model.
 
-    Same checks and return value as :func:`approve`.
+    Same checks, ``approver`` and return value as :func:`approve` (a rejection never
+    expires).
     """
-    return _decide(path, tool_use_id, False, note)
+    return _decide(path, tool_use_id, False, note, approver, None)
 
 
-def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str) -> dict[str, Any]:
+def login_name() -> str:
+    """The login name of this process (``getpass.getuser()``), or ``""`` if it has none."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return ""
+
+
+def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str,
+            approver: str | None, expires_at: datetime | None) -> dict[str, Any]:
+    who = login_name() if approver is None else approver
+    if approver is not None and (not isinstance(approver, str) or not approver.strip()):
+        raise ValueError(f"approver must be a person's name, not {approver!r}")
+    now = datetime.now(timezone.utc)
+    if expires_at is not None:
+        if not isinstance(expires_at, datetime) or expires_at.tzinfo is None:
+            raise ValueError(f"expires_at must be a timezone-aware datetime (UTC), not "
+                             f"{expires_at!r}")
+        if expires_at <= now:
+            raise ValueError(f"expires_at {expires_at.isoformat()} is not in the future")
     recorder, journal = JournalRecorder.reopen(path)
     try:
         if journal.status == "finished":
@@ -96,17 +125,43 @@ def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str) -> di
             raise CheckpointError(f"{journal.path}: no call with tool_use_id {tool_use_id!r} "
                                   f"awaits a decision. Calls awaiting approval here: {known}.")
         old = call.decision
-        if old is not None:
+        if old is not None and not (old["approved"] and call.state != "started"
+                                    and _expired(journal.path, old, now)):
             if old["approved"] == approved:
                 return call.to_dict()  # the same answer twice is a no-op
             raise CheckpointError(
                 f"{journal.path}: call {tool_use_id} ({call.name}) was already "
                 f"{'approved' if old['approved'] else 'rejected'}; a decision cannot be "
                 f"changed. Start a new run to ask again.")
-        call.decision = recorder.decided(tool_use_id, approved, note, input_sha256(call.input))
+        call.decision = recorder.decided(tool_use_id, approved, note, input_sha256(call.input),
+                                         approver=who, expires_at=expires_at)
         return call.to_dict()
     finally:
         recorder.close()
+
+
+def _expired(path: Path, decision: dict[str, Any], now: datetime) -> bool:
+    try:
+        return expired(decision, now)
+    except ValueError as e:
+        raise CheckpointError(f"{path}: a decision's expiry is not a time ({e}).") from None
+
+
+def describe_decision(decision: dict[str, Any] | None) -> str:
+    """One line for a person: ``approved by alice at 2026-12-01T13:40:00+00:00, expires
+    ..., note: ...``, or ``undecided``."""
+    if decision is None:
+        return "undecided"
+    verdict = "approved" if decision["approved"] else "rejected"
+    return f"{verdict} {decision_terms(decision)}"
+
+
+def decision_terms(decision: dict[str, Any]) -> str:
+    """Who decided, when (UTC), until when and the note: ``by alice at ..., note: ...``."""
+    line = f"by {decision.get('approver') or 'an unrecorded approver'}"
+    line += f" at {decision['at']}" if decision.get("at") else ""
+    line += f", expires {decision['expires_at']}" if decision.get("expires_at") else ""
+    return line + (f", note: {decision['note']}" if decision["note"] else "")
 
 
 # ---------------------------------------------------------------- listing
@@ -135,10 +190,7 @@ class CheckpointInfo:
         lines = [f"{self.path.name}: {self.status}" + (f" - {self.summary}" if self.summary
                                                        else "")]
         for c in self.calls:
-            d = c["decision"]
-            verdict = ("undecided" if d is None else
-                       ("approved" if d["approved"] else "rejected")
-                       + (f" ({d['note']})" if d["note"] else ""))
+            verdict = describe_decision(c["decision"])
             args = json.dumps(c["input"], ensure_ascii=False, sort_keys=True)
             lines.append(f"  {c['tool_use_id']}  {c['name']}({args})  {verdict}")
         return "\n".join(lines)
@@ -189,8 +241,9 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
 class ApprovalDesk:
     """Approve / Reject for one paused call, as a plain object (notebook buttons call it).
 
-    ``checkpoint`` is the file, ``tool_use_id`` the call, ``note`` the note the next decision
-    carries. :meth:`approve` and :meth:`reject` record the decision and return (and keep in
+    ``checkpoint`` is the file, ``tool_use_id`` the call, ``note``, ``approver`` and
+    ``expires_at`` what the next decision carries (see :func:`approve`). :meth:`approve`
+    and :meth:`reject` record the decision and return (and keep in
     ``status``) one line saying what happened; a bad file or id becomes that line, starting
     with ``"error: "``, rather than an exception, so a button never fails silently.
     """
@@ -199,6 +252,8 @@ class ApprovalDesk:
     tool_use_id: str
     note: str = ""
     status: str = ""
+    approver: str | None = None
+    expires_at: datetime | None = None
 
     def describe(self) -> str:
         """The call as the person sees it: tool, exact arguments, decision so far."""
@@ -209,26 +264,29 @@ class ApprovalDesk:
         call = next((c for c in data["calls"] if c["tool_use_id"] == self.tool_use_id), None)
         if call is None:
             return f"{self.tool_use_id}: nothing awaits a decision (run {data['status']})"
-        d = call["decision"]
-        verdict = "undecided" if d is None else "approved" if d["approved"] else "rejected"
+        verdict = describe_decision(call["decision"])
         return (f"{call['name']}({json.dumps(call['input'], ensure_ascii=False, sort_keys=True)})"
                 f" - {verdict}")
 
     def approve(self) -> str:
-        """Record a yes (with ``note``); returns the status line."""
-        return self._decide(approve)
+        """Record a yes (with ``note``, ``approver``, ``expires_at``); returns the status
+        line."""
+        return self._decide(lambda: approve(self.checkpoint, self.tool_use_id, self.note,
+                                            approver=self.approver,
+                                            expires_at=self.expires_at))
 
     def reject(self) -> str:
         """Record a no (with ``note``, which the model will read); returns the status line."""
-        return self._decide(reject)
+        return self._decide(lambda: reject(self.checkpoint, self.tool_use_id, self.note,
+                                           approver=self.approver))
 
-    def _decide(self, decide: Callable[..., dict[str, Any]]) -> str:
+    def _decide(self, decide: Callable[[], dict[str, Any]]) -> str:
         try:
-            call = decide(self.checkpoint, self.tool_use_id, note=self.note)
-        except CheckpointError as e:
+            call = decide()
+        except (CheckpointError, ValueError) as e:
             self.status = f"error: {e}"
             return self.status
         d = call["decision"]
         self.status = (f"{'approved' if d['approved'] else 'rejected'} {call['name']} "
-                       f"({call['tool_use_id']})" + (f", note: {d['note']}" if d["note"] else ""))
+                       f"({call['tool_use_id']}) {decision_terms(d)}")
         return self.status

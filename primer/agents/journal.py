@@ -29,7 +29,9 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
     person; resume takes both from the live tools, never from the file).
 ``decision`` (fsynced)
     a person's ``approved`` yes or no for ``tool_use_id``, with a ``note``, the
-    ``input_sha256`` of the exact input they saw, and ``at`` (UTC time).
+    ``input_sha256`` of the exact input they saw, who decided (``approver``), ``at`` (UTC
+    time) and, for an approval, an optional ``expires_at`` (UTC time; past it, resume
+    refuses to run the call and a new decision may be recorded).
 ``stop`` (fsynced)
     ``stop_cause``, ``stop_detail``, ``summary``, ``final_text``. After an
     ``awaiting_approval`` or ``cancelled`` stop the run may go on: a resume appends to the
@@ -63,6 +65,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +83,8 @@ from .keystore import (
 from .state import canonical_call
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV", "RECORD_SCHEMAS",
-           "CallRecord", "CheckpointError", "Journal", "checkpoint_key", "input_sha256",
-           "key_file_path", "read_journal", "signed_lines"]
+           "CallRecord", "CheckpointError", "Journal", "checkpoint_key", "expired",
+           "input_sha256", "key_file_path", "read_journal", "signed_lines", "utc_time"]
 
 FORMAT_NAME = "primer-checkpoint"
 #: The format this module writes (1 was a single JSON file); a newer version is refused.
@@ -101,6 +104,25 @@ def input_sha256(value: Any) -> str:
     # surrogatepass: a lone surrogate (never in a model's input, which the loop refuses; but
     # possibly in a file name) hashes to its own digest instead of failing
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def utc_time(text: str | None) -> datetime | None:
+    """An ISO 8601 time from a decision line (``at``, ``expires_at``) as an aware UTC
+    datetime; ``None`` stays ``None``. Raises ``ValueError`` for text that is not a time
+    with a UTC offset."""
+    if text is None:
+        return None
+    t = datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return t.astimezone(timezone.utc)
+
+
+def expired(decision: dict[str, Any], now: datetime) -> bool:
+    """Whether an approval is past its ``expires_at`` at ``now`` (aware datetime); a
+    decision without an expiry never expires. Raises ``ValueError`` for a malformed time."""
+    ends = utc_time(decision.get("expires_at"))
+    return ends is not None and now >= ends
 
 
 # ---------------------------------------------------------------- signed lines
@@ -145,7 +167,9 @@ class CallRecord:
 
     ``state`` is ``waiting`` → ``started`` → ``done``; ``needs_approval`` and
     ``side_effecting`` are as the run saw them when it paused (shown, never trusted);
-    ``decision`` is ``{"approved", "note", "input_sha256"}`` or ``None``; ``result``
+    ``decision`` is ``{"approved", "note", "input_sha256", "approver", "at", "expires_at"}``
+    (times as ISO 8601 UTC strings; ``approver`` ``""`` and ``at`` / ``expires_at`` ``None``
+    when a line does not record them) or ``None``; ``result``
     the execution dict once ``done``.
     """
 
@@ -240,9 +264,11 @@ class Journal:
             else:
                 call.state, call.result = "done", r["execution"]
             self.calls[call.tool_use_id] = call
-        elif kind == "decision":  # (its time, ``at``, stays in the file for the record)
+        elif kind == "decision":  # the latest line wins (a new one only after an expiry)
             self.calls[r["tool_use_id"]].decision = {
-                k: r[k] for k in ("approved", "note", "input_sha256")}
+                **{k: r[k] for k in ("approved", "note", "input_sha256")},
+                "approver": r.get("approver", ""), "at": r.get("at"),
+                "expires_at": r.get("expires_at")}
         elif kind == "results":
             self.calls, self.status = {}, "running"
         elif kind == "stop":
@@ -434,7 +460,10 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "decision": _schema({"tool_use_id": _ID, "approved": {"type": "boolean"},
                          "note": {"type": "string"},
                          "input_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                         "at": {"type": "string"}}, delta=False),
+                         "at": {"type": "string"}},
+                        {"approver": {"type": "string"},
+                         "expires_at": {"type": ["string", "null"], "format": "date-time"}},
+                        delta=False),
     "stop": _schema({"stop_cause": {"type": "string"}, "stop_detail": {"type": "string"},
                      "summary": {"type": "string"}, "final_text": {"type": ["string", "null"]}}),
 }

@@ -88,6 +88,17 @@ class ModelCalls:
         return cost_usd(self.usage, self.prices)
 
 
+class CountedCalls:
+    """For a pattern's result that keeps its model calls in ``calls``: their number."""
+
+    calls: list[CallRecord]
+
+    @property
+    def model_calls(self) -> int:
+        """Model calls made (code steps make none)."""
+        return len(self.calls)
+
+
 # ---------------------------------------------------------------- workflow
 
 @dataclass
@@ -109,7 +120,7 @@ WorkflowStep = tuple[str, Callable[[WorkflowRun], Any]]
 
 
 @dataclass
-class WorkflowResult:
+class WorkflowResult(CountedCalls):
     """A workflow's outcome: every step's output (name → value), the last one as ``final``,
     the step that failed (``None`` when all ran) and why, and what the calls cost."""
 
@@ -120,11 +131,6 @@ class WorkflowResult:
     calls: list[CallRecord]
     usage: Usage
     cost_usd: float
-
-    @property
-    def model_calls(self) -> int:
-        """Model calls made (code steps make none)."""
-        return len(self.calls)
 
 
 def run_workflow(llm: LLM, steps: Sequence[WorkflowStep], inputs: dict[str, Any], *,

@@ -170,16 +170,19 @@ class JournalRecorder:
         self.close()
         return path
 
-    def decided(self, tool_use_id: str, approved: bool, note: str,
-                input_hash: str) -> dict[str, Any]:
+    def decided(self, tool_use_id: str, approved: bool, note: str, input_hash: str, *,
+                approver: str = "", expires_at: datetime | None = None) -> dict[str, Any]:
         """Record a person's decision for one paused call (see
-        :func:`primer.agents.checkpoint.approve`), with the time (UTC); returns it as a
-        call record holds it (``approved``, ``note``, ``input_sha256``)."""
-        decision = {"approved": approved, "note": note, "input_sha256": input_hash}
+        :func:`primer.agents.checkpoint.approve`): who decided, the time (UTC) and an
+        optional expiry (aware datetime); returns it as a call record holds it."""
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        ends = None if expires_at is None else \
+            expires_at.astimezone(timezone.utc).isoformat(timespec="seconds")
+        decision = {"approved": approved, "note": note, "input_sha256": input_hash,
+                    "approver": approver, "at": at, "expires_at": ends}
         with self._mutex:
-            self._append([{"type": "decision", "tool_use_id": tool_use_id, **decision,
-                           "at": at}], durable=True)
+            self._append([{"type": "decision", "tool_use_id": tool_use_id, **decision}],
+                         durable=True)
         return decision
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ own. The rules for the paused reply's calls:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from .agent_loop import continue_run, drive
 from .config import AgentConfig
 from .exits import registry_for_run
 from .hooks import Hooks, as_hook_list
-from .journal import CheckpointError, Journal, input_sha256
+from .journal import CheckpointError, Journal, expired, input_sha256
 from .llm import LLM
 from .messages import Block
 from .recorder import JournalRecorder
@@ -42,7 +43,7 @@ from .tools import Tool, ToolExecution, ToolRegistry, call_needs_approval
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
            on_event: EventSink | None = None,
            hooks: Hooks | Iterable[Hooks] | None = None,
-           cancel: CancelSignal | None = None) -> AgentResult:
+           cancel: CancelSignal | None = None, now: datetime | None = None) -> AgentResult:
     """Continue the run recorded at ``path`` with model ``llm`` and the run's ``tools``.
 
     Decided calls of the paused reply run (approved ones with exactly the approved input,
@@ -53,12 +54,16 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
     call of it was answered). The wall-clock limit restarts at resume (time paused is not
     counted). ``on_event``, ``hooks`` and ``cancel`` work as in
     :func:`~primer.agents.run_agent` (hooks also see the resumed calls; a hook that rewrites
-    an approved call's input defeats the approval, so do not).
+    an approved call's input defeats the approval, so do not). An approval past its
+    ``expires_at`` is refused: judged at ``now`` (an aware datetime; default the current UTC
+    time), a call that has not started yet does not run, and the person may decide again.
 
     Raises :class:`~primer.agents.journal.CheckpointError` for a bad journal, or when a
     call to run names a tool that ``tools`` lacks (resume with the tools the run started
-    with); nothing runs then.
+    with), or when an approval has expired; nothing runs then.
     """
+    if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+        raise ValueError(f"now must be a timezone-aware datetime (UTC), not {now!r}")
     recorder, journal = JournalRecorder.reopen(path)
     try:
         state = _state_of(journal, recorder, llm, tools, on_event, hooks)
@@ -67,7 +72,8 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
             recorder.close()
             return _stored_result(journal, state)
         try:
-            calls, settled, undecided = _plan(journal, state)
+            calls, settled, undecided = _plan(journal, state,
+                                              now or datetime.now(timezone.utc))
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             if isinstance(e, CheckpointError):
                 raise
@@ -127,13 +133,14 @@ def _stored_result(journal: Journal, state: RunState) -> AgentResult:
                        r["stop_detail"], [], checkpoint=str(journal.path))
 
 
-def _plan(journal: Journal, state: RunState
+def _plan(journal: Journal, state: RunState, now: datetime
           ) -> tuple[list[Block], dict[str, ToolExecution], list[Block]]:
     """What the reply the run stopped on needs: ``(its calls, results settled without
     running now, calls still awaiting a decision)``; no calls when it was answered.
 
     Raises :class:`CheckpointError` for a journal whose records contradict the reply, an
-    approved input that is not the reply's, or a call whose tool is missing.
+    approved input that is not the reply's, an approval past its expiry at ``now`` for a
+    call not yet started, or a call whose tool is missing.
     """
     reply = state.last_reply if state.steps else None
     if reply is None or not reply.tool_uses or state.messages[-1]["role"] != "assistant":
@@ -168,6 +175,14 @@ def _plan(journal: Journal, state: RunState
             raise CheckpointError(f"{journal.path}: the input of call {b['id']} ({b['name']}) is "
                                   f"not the input the person approved or rejected. Nothing was "
                                   f"run.")
+        elif decision is not None and rec is not None and rec.state != "started" \
+                and expired(decision, now):
+            raise CheckpointError(
+                f"{journal.path}: the approval of call {b['id']} ({b['name']}) by "
+                f"{decision['approver'] or 'an unrecorded approver'} expired at "
+                f"{decision['expires_at']}, so the call was not run. Record a new decision "
+                f"(`python -m primer approve {journal.path} {b['id']} --yes` or `--no`) to "
+                f"go on. Nothing was run.")
         elif rec is not None and rec.state == "started" and tool.side_effecting \
                 and not tool.takes_idempotency_key:
             settled[b["id"]] = _unknown_outcome(b)

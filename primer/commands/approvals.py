@@ -2,8 +2,9 @@
 
 * ``python -m primer approvals list DIR``: every checkpoint in DIR with its status and each
   call awaiting a decision (``tool_use`` id, tool, exact arguments, decision so far).
-* ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no [--note TEXT]``: record a
-  person's decision for one call. Nothing runs yet.
+* ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no [--note TEXT] [--approver
+  NAME] [--expires-in 4h]``: record a person's decision for one call, who made it and when
+  (UTC), and how long an approval holds. Nothing runs yet.
 * ``python -m primer resume CHECKPOINT [--scenario NAME]``: continue the run with the scripted
   model and tools of the demo that started it (recorded in the checkpoint; ``--scenario``
   overrides it, see ``python -m primer demo --list``), and print how it ended. Tools that
@@ -20,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from primer.agents.checkpoint import (
     CheckpointError,
     approve,
+    decision_terms,
     list_checkpoints,
     read_checkpoint,
     reject,
@@ -61,6 +65,11 @@ def register(subparsers: Any) -> None:
     yes_no.add_argument("--no", dest="approved", action="store_false", help="reject the call")
     a.add_argument("--note", default="", help="a note for the record (a rejection's note "
                                               "reaches the model)")
+    a.add_argument("--approver", metavar="NAME",
+                   help="who decides, for the record (default: your login name)")
+    a.add_argument("--expires-in", metavar="DURATION", type=_duration,
+                   help="an approval's lifetime, like 30m, 4h or 2d: past it, resume refuses "
+                        "to run the call and asks for a new decision")
     a.set_defaults(func=run_approve)
 
     r = subparsers.add_parser("resume", help="continue a paused run from its checkpoint",
@@ -101,20 +110,39 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_approve(args: argparse.Namespace) -> int:
     """``approve CHECKPOINT TOOL_USE_ID --yes|--no``: record the decision and say what it was."""
-    decide = approve if args.approved else reject
+    if args.expires_in is not None and not args.approved:
+        print("approve: --expires-in applies to an approval (--yes) only", file=sys.stderr)
+        return USAGE_ERROR
     try:
-        call = decide(args.checkpoint, args.tool_use_id, note=args.note)
-    except CheckpointError as e:
+        if args.approved:
+            ends = None if args.expires_in is None else datetime.now(timezone.utc) + args.expires_in
+            call = approve(args.checkpoint, args.tool_use_id, note=args.note,
+                           approver=args.approver, expires_at=ends)
+        else:
+            call = reject(args.checkpoint, args.tool_use_id, note=args.note,
+                          approver=args.approver)
+    except (CheckpointError, ValueError) as e:
         print(f"approve: {e}", file=sys.stderr)
         return USAGE_ERROR
-    verdict = "approved" if call["decision"]["approved"] else "rejected"
     arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
-    print(f"{verdict} {call['tool_use_id']}: {call['name']}({arguments})"
-          + (f" - note: {call['decision']['note']}" if call["decision"]["note"] else ""))
+    d = call["decision"]
+    print(f"{'approved' if d['approved'] else 'rejected'} {call['tool_use_id']}: "
+          f"{call['name']}({arguments}) {decision_terms(d)}")
     option = [] if recorded_scenario(args.checkpoint) else ["--scenario", "NAME"]
     print(f"run `{primer_command('resume', shlex.quote(args.checkpoint), *option)}` "
           f"to continue")
     return 0
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> timedelta:
+    """``30m``, ``4h``, ``2d``, ``90s`` (or plain seconds) as a timedelta, for argparse."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if m is None or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30m, 4h or 2d")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2) or "s"])
 
 
 def recorded_scenario(checkpoint: str | Path) -> str | None:

@@ -45,7 +45,7 @@ from primer.agents import (
     tool,
 )
 from primer.agents.cost import cost_usd
-from primer.agents.llm import LLM, Reply, Usage
+from primer.agents.llm import LLM, Policy, Reply, Usage
 from primer.agents.messages import Message
 
 from . import Scenario, register
@@ -143,6 +143,16 @@ def story_policy(messages: list[Message]) -> Reply:
     return action_reply({"tool": "check_inventory", "input": {"sku": SKU}})
 
 
+def stubborn_policy(messages: list[Message]) -> Reply:
+    """The story's model without the one behaviour backoff relies on: it ignores the
+    harness's give-up ("do not call check_inventory again") and looks the SKU up again after
+    every failure, as a real model may. It stops only when a lookup succeeds."""
+    seen = last_observations(messages)
+    if seen and not seen[-1].is_error:
+        return action_reply({"answer": f"Yes: {seen[-1].content}. I have told the customer."})
+    return action_reply({"tool": "check_inventory", "input": {"sku": SKU}})
+
+
 class PacedLLM:
     """Wraps a model so each call advances a :class:`ManualClock` by ``seconds_per_call``.
 
@@ -217,25 +227,45 @@ def story_config(clock: ManualClock, **settings: Any) -> AgentConfig:
     return AgentConfig(**{**UNGUARDED, **settings}, clock=clock, sleep=clock.sleep)
 
 
-def run_guarded(guard: str, *, seed: int = 0) -> GuardRun:
-    """Run the 429 story with only ``guard`` (a key of :data:`GUARDS`) switched on.
+def run_guarded(guard: str, *, seed: int = 0, policy: Policy = story_policy) -> GuardRun:
+    """Run the 429 story with only ``guard`` (a key of :data:`GUARDS`) switched on, the
+    model following ``policy`` (default :func:`story_policy`, which obeys the give-up).
 
     Raises ``KeyError`` naming the known guards for an unknown one.
     """
     if guard not in GUARDS:
         raise KeyError(f"no guard named {guard!r}; known guards: {', '.join(GUARDS)}")
+    return _run(guard, GUARDS[guard], policy, seed)
+
+
+def _run(name: str, settings: dict[str, Any], policy: Policy, seed: int) -> GuardRun:
     clock = ManualClock()
     api = InventoryAPI()
-    config = story_config(clock, **GUARDS[guard])
+    config = story_config(clock, **settings)
     config = replace(config, retry=replace(config.retry, seed=seed))
-    llm = PacedLLM(ScriptedLLM(story_policy, name="support model"), clock)
+    llm = PacedLLM(ScriptedLLM(policy, name="support model"), clock)
     result = run_agent(llm, TASK, [api.tool()], system=SYSTEM, config=config)
-    return GuardRun(guard, result, clock(), api.calls)
+    return GuardRun(name, result, clock(), api.calls)
 
 
 def guard_table(seed: int = 0) -> list[dict[str, Any]]:
     """One row per guard of :data:`GUARDS` (see :meth:`GuardRun.row`)."""
     return [run_guarded(g, seed=seed).row() for g in GUARDS]
+
+
+#: The guard that relies on the model obeying its give-up.
+BACKOFF = "backoff, give up after 3 retries"
+
+
+def stubborn_table(seed: int = 0) -> list[dict[str, Any]]:
+    """The story with :func:`stubborn_policy`, a model that ignores the give-up: backoff
+    alone (nothing but the context window, which is always on, ends such a run: about 1,300
+    model calls, about a second to compute), then backoff stacked with each other guard of
+    :data:`GUARDS`. Rows as :meth:`GuardRun.row`."""
+    rows = [_run("backoff alone", GUARDS[BACKOFF], stubborn_policy, seed).row()]
+    rows += [_run(f"backoff + {g}", {**GUARDS[BACKOFF], **settings}, stubborn_policy,
+                  seed).row() for g, settings in GUARDS.items() if g != BACKOFF]
+    return rows
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,8 @@ _REFUNDED = re.compile(r"already been refunded ([\d.]+) of the ([\d.]+) USD paid
 _NOTE = re.compile(r"Their note: (.*)\. Do not retry", re.DOTALL)
 
 
-def decide(messages: list[Message], run_tag: str | None = None) -> Reply:
+def decide(messages: list[Message], run_tag: str | None = None, *,
+           notify: bool = False) -> Reply:
     """The refund agent's next reply, from the history (a :class:`ScriptedLLM` policy).
 
     Tool-use ids are unique per run, as a real model's are: the order id, a run tag of 8
@@ -298,6 +299,9 @@ def decide(messages: list[Message], run_tag: str | None = None) -> Reply:
     duplicate (``already issued``: nothing new was paid); refused because the order was
     already refunded; or rejected by a person (it passes on the person's note, not the
     harness's instructions, and offers a replacement instead of retrying).
+
+    ``notify=True`` is an eager agent: with the refund it asks, in the same reply, to e-mail
+    the customer that the refund is on its way (``email_customer``), before anyone decided.
     """
     order_id = _order_id(messages)
     n = call_number(messages)
@@ -322,6 +326,15 @@ def decide(messages: list[Message], run_tag: str | None = None) -> Reply:
             f"authority of {REFUND_AUTHORITY_USD:,.2f} USD.")}),
             thought="This refund is above what I may approve, so a person must decide.")
     refund = seen.get("issue_refund")
+    if refund is None and notify:
+        return call(("issue_refund", {"order_id": order_id, "amount_usd": amount,
+                                      "reason": "arrived broken"}),
+                    ("email_customer", {"customer_id": order["customer_id"], "subject": (
+                        f"Your refund for order {order_id}"), "body": (
+                        f"Good news: your refund of {amount:.2f} USD for the broken "
+                        f"{order['item']} is on its way.")}),
+                    ("lookup_customer", {"customer_id": order["customer_id"]}),
+                    thought="I will refund the order and tell the customer right away.")
     if refund is None:
         return call(("issue_refund", {"order_id": order_id, "amount_usd": amount,
                                       "reason": "arrived broken"}),
@@ -359,10 +372,55 @@ def _answer(order_id: str, order: dict[str, Any], name: str, content: str,
     return f"The refund for order {order_id} did not go through: {content}"
 
 
-def make_llm() -> ScriptedLLM:
-    """A fresh scripted refund agent, with a new run tag for its tool_use ids."""
-    return ScriptedLLM(functools.partial(decide, run_tag=uuid.uuid4().hex[:8]),
-                       name="refund agent")
+def make_llm(notify: bool = False) -> ScriptedLLM:
+    """A fresh scripted refund agent, with a new run tag for its tool_use ids
+    (``notify=True``: the eager one that e-mails the customer with the refund, see
+    :func:`decide`)."""
+    return ScriptedLLM(functools.partial(decide, run_tag=uuid.uuid4().hex[:8], notify=notify),
+                       name="eager refund agent" if notify else "refund agent")
+
+
+# ---------------------------------------------------------------- e-mail, for the eager agent
+
+OUTBOX = "outbox.jsonl"
+
+
+def email_tool(outbox: str | Path) -> Tool:
+    """``email_customer(customer_id, subject, body)``: side-effecting, needs no approval (as
+    shipped), appends one JSON line per e-mail to the file ``outbox``; see :func:`sent`."""
+    path = Path(outbox)
+
+    @tool(side_effecting=True)
+    def email_customer(customer_id: str, subject: str, body: str) -> str:
+        """Send an e-mail to a customer. It cannot be unsent.
+
+        Args:
+          customer_id: the customer id, like C-77.
+          subject: the subject line.
+          body: the text of the e-mail.
+        """
+        if customer_id not in CUSTOMERS:
+            raise ToolError(f"no customer {customer_id!r}; take the customer_id from get_order")
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"to": CUSTOMERS[customer_id]["email"], "subject": subject,
+                                "body": body}) + "\n")
+        return f"sent to {CUSTOMERS[customer_id]['email']}"
+
+    return email_customer
+
+
+def sent(outbox: str | Path) -> list[dict[str, str]]:
+    """The e-mails in ``outbox`` (``to``, ``subject``, ``body``), oldest first; none if the
+    file does not exist yet."""
+    path = Path(outbox)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def notify_tools_in(directory: Path) -> list[Tool]:
+    """The refund tools plus ``email_customer``, both keeping their files in ``directory``."""
+    return [*refund_tools_in(directory), email_tool(Path(directory) / OUTBOX)]
 
 
 CONFIG = AgentConfig(max_steps=6, token_budget=20_000)
@@ -380,6 +438,14 @@ _WORLD = dict(make_tools=refund_tools, make_tools_in=refund_tools_in, make_llm=m
 register(Scenario(name="refund", description="refund of 40 USD: pauses for a person's approval",
                   task="Order R-1001 arrived broken. Please refund the customer in full.",
                   **_WORLD))
+register(Scenario(name="refund-notify",
+                  description="refund of 65 USD with an e-mail to the customer in the same reply: "
+                              "the e-mail goes out before a person decides",
+                  task="Order R-1003 arrived broken. Please refund the customer in full.",
+                  make_tools=lambda: notify_tools_in(Path.cwd()),
+                  make_tools_in=notify_tools_in,
+                  make_llm=functools.partial(make_llm, notify=True), config=CONFIG,
+                  system=SYSTEM))
 register(Scenario(name="refund-handoff",
                   description="refund of 1,800 USD: above the agent's authority, hands off",
                   task="Order R-2002 arrived broken. Please refund the customer in full.",

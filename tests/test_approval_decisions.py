@@ -1,0 +1,137 @@
+"""A decision records who approved, when (UTC) and until when; an expired approval never runs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import primer.agents.checkpoint as checkpoint_module
+from primer.__main__ import main
+from primer.agents import CheckpointError, approve, read_checkpoint, reject, resume
+from primer.scenarios import get_demo
+from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV, RefundLedger
+
+refund = get_demo("refund")
+
+
+@pytest.fixture
+def paused(tmp_path, monkeypatch):
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "ledger.sqlite"))
+    monkeypatch.delenv(DELAY_ENV, raising=False)
+    return refund.run(checkpoint_dir=str(tmp_path / "ck"))
+
+
+def _decision(paused):
+    call_id = paused.pending[0]["id"]
+    return next(c for c in read_checkpoint(paused.checkpoint)["calls"]
+                if c["tool_use_id"] == call_id)["decision"]
+
+
+def _refunds(tmp_path):
+    return len(RefundLedger(tmp_path / "ledger.sqlite").refunds())
+
+
+def test_a_decision_records_its_approver_its_utc_time_and_its_expiry(paused):
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    ends = before + timedelta(hours=4)
+    approve(paused.checkpoint, paused.pending[0]["id"], approver="Dana (support lead)",
+            expires_at=ends)
+    d = _decision(paused)
+    assert d["approver"] == "Dana (support lead)"
+    at = datetime.fromisoformat(d["at"])
+    assert at.utcoffset() == timedelta(0) and before <= at <= datetime.now(timezone.utc)
+    assert datetime.fromisoformat(d["expires_at"]) == ends
+
+
+def test_an_expired_approval_is_refused_on_resume_and_nothing_runs(paused, tmp_path):
+    call_id = paused.pending[0]["id"]
+    now = datetime.now(timezone.utc)
+    approve(paused.checkpoint, call_id, approver="dana", expires_at=now + timedelta(hours=1))
+    with pytest.raises(CheckpointError) as caught:
+        resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"),
+               now=now + timedelta(hours=2))
+    message = str(caught.value)
+    assert f"approval of call {call_id} (issue_refund) by dana expired at" in message
+    assert "Record a new decision" in message and "Nothing was run" in message
+    assert _refunds(tmp_path) == 0
+
+
+def test_an_approval_before_its_expiry_runs(paused, tmp_path):
+    now = datetime.now(timezone.utc)
+    approve(paused.checkpoint, paused.pending[0]["id"], expires_at=now + timedelta(hours=1))
+    result = resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"),
+                    now=now + timedelta(minutes=59))
+    assert result.stop_cause.value == "end_turn" and _refunds(tmp_path) == 1
+
+
+def test_after_an_expiry_a_new_decision_can_be_recorded_and_it_applies(paused, tmp_path,
+                                                                       monkeypatch):
+    call_id = paused.pending[0]["id"]
+    approve(paused.checkpoint, call_id, approver="dana",
+            expires_at=datetime.now(timezone.utc) + timedelta(hours=1))
+    with pytest.raises(CheckpointError, match="a decision cannot be changed"):
+        reject(paused.checkpoint, call_id, approver="lee")  # not expired yet: final
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+
+    class TwoHoursLater(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return later
+
+    monkeypatch.setattr(checkpoint_module, "datetime", TwoHoursLater)
+    reject(paused.checkpoint, call_id, approver="lee", note="too late, ask again")
+    d = _decision(paused)
+    assert (d["approved"], d["approver"], d["expires_at"]) == (False, "lee", None)
+    result = resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"))
+    assert "A person rejected" in next(e.content for e in result.executions
+                                       if e.name == "issue_refund")
+    assert _refunds(tmp_path) == 0
+
+
+@pytest.mark.parametrize("bad", [datetime(2030, 1, 1),  # no timezone
+                                 datetime(2000, 1, 1, tzinfo=timezone.utc)])  # in the past
+def test_an_expiry_without_a_timezone_or_in_the_past_is_refused(paused, bad):
+    with pytest.raises(ValueError, match="expires_at"):
+        approve(paused.checkpoint, paused.pending[0]["id"], expires_at=bad)
+    assert _decision(paused) is None
+
+
+def test_an_empty_approver_is_refused(paused):
+    with pytest.raises(ValueError, match="approver"):
+        approve(paused.checkpoint, paused.pending[0]["id"], approver="  ")
+    assert _decision(paused) is None
+
+
+def test_resume_refuses_a_naive_now(paused, tmp_path):
+    with pytest.raises(ValueError, match="timezone-aware"):
+        resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"),
+               now=datetime(2030, 1, 1))
+
+
+def test_the_cli_records_approver_and_expiry_and_lists_them(paused, tmp_path, capsys):
+    call_id = paused.pending[0]["id"]
+    assert main(["approve", paused.checkpoint, call_id, "--yes", "--approver", "dana",
+                 "--expires-in", "4h"]) == 0
+    out = capsys.readouterr().out
+    assert f"approved {call_id}: issue_refund(" in out and "by dana at " in out
+    assert ", expires " in out
+    ends = datetime.fromisoformat(_decision(paused)["expires_at"])
+    assert timedelta(hours=3, minutes=59) < ends - datetime.now(timezone.utc) <= timedelta(hours=4)
+    assert main(["approvals", "list", str(tmp_path / "ck")]) == 0
+    assert "approved by dana at " in capsys.readouterr().out
+
+
+def test_the_cli_refuses_a_duration_it_cannot_read(paused, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes",
+              "--expires-in", "soon"])
+    assert exited.value.code == 2 and "not a duration like 30m" in capsys.readouterr().err
+    assert _decision(paused) is None
+
+
+def test_the_cli_refuses_an_expiry_on_a_rejection(paused, capsys):
+    assert main(["approve", paused.checkpoint, paused.pending[0]["id"], "--no",
+                 "--expires-in", "4h"]) == 2
+    assert "applies to an approval" in capsys.readouterr().err
+    assert _decision(paused) is None
