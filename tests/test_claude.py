@@ -28,9 +28,10 @@ from primer.agents.claude import (
     MODEL_ENV_VAR,
     ClaudeLLM,
     default_model,
+    reply_from_message,
 )
 from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import PermanentModelError, TransientModelError
+from primer.agents.llm import PermanentModelError, PromptTooLong, TransientModelError
 
 KEY = "sk-ant-test-0123456789-never-print-me"
 USER = [{"role": "user", "content": "hello"}]
@@ -133,11 +134,32 @@ def test_model_context_window_exceeded_stops_on_the_context_window():
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
 
 
-def test_a_prompt_too_long_400_becomes_a_context_window_stop():
+def test_a_prompt_too_long_400_is_a_request_too_large_not_a_cut_off_reply():
+    with FakeModelServer(ScriptedLLM([])) as srv:
+        srv.fail_next(400, message="prompt is too long: 210000 tokens > 200000 maximum")
+        with pytest.raises(PromptTooLong, match="does not fit the model's context window"):
+            claude(srv)(system="", messages=[{"role": "user", "content": "long"}], tools=[],
+                        max_tokens=64)
+
+
+def test_a_prompt_too_long_400_stops_the_run_on_the_context_window_with_no_step():
     with FakeModelServer(ScriptedLLM([])) as srv:
         srv.fail_next(400, message="prompt is too long: 210000 tokens > 200000 maximum")
         result = run_agent(claude(srv), "long", [lookup])
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
+    assert result.steps == []  # no reply was made: the request was refused
+    assert "refused model call 1" in result.stop_detail
+    assert "210000 tokens > 200000 maximum" in result.stop_detail
+
+
+def test_an_unknown_stop_reason_stops_the_run_with_model_error_as_the_docstring_says():
+    script = [tool_reply(("lookup", {"city": "Paris"}), stop_reason="some_new_reason")]
+    with FakeModelServer(ScriptedLLM(script)) as srv:
+        result = run_agent(claude(srv), "weather?", [lookup])
+    assert result.stop_cause is StopCause.MODEL_ERROR
+    assert "unknown stop_reason 'some_new_reason'" in result.stop_detail
+    assert calls == []  # its tool call did not run
+    assert "stops on it with ``model_error``" in " ".join(reply_from_message.__doc__.split())
 
 
 def test_usage_counts_cache_writes_and_reads_and_the_dollars_include_them():

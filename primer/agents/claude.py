@@ -30,9 +30,9 @@ a server error (5xx), a timeout or a lost connection raises
 :class:`~primer.agents.llm.TransientModelError` carrying the server's ``retry-after``, so
 the *loop's* model-call retry waits and tries again, visibly in the trace and inside the
 run's budgets, instead of the SDK retrying out of sight. Pass ``max_retries=2`` to get the
-SDK's own behaviour back. A 400 saying the prompt is too long becomes a reply with
-``stop_reason="model_context_window_exceeded"`` (the loop stops with ``context_window``);
-any other client error (bad request, bad key, no access) raises
+SDK's own behaviour back. A 400 saying the prompt is too long (a request that does not fit
+the context window: no reply exists) raises :class:`~primer.agents.llm.PromptTooLong` and
+the loop stops with ``context_window``; any other client error (bad request, bad key, no access) raises
 :class:`~primer.agents.llm.PermanentModelError` and the run stops with ``model_error``.
 
 :class:`AsyncClaudeLLM` is the same over ``anthropic.AsyncAnthropic``, an ``async def``
@@ -47,11 +47,12 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import anthropic
 
-from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
+from .llm import (PermanentModelError, PromptTooLong, Reply, TransientModelError, Usage,
+                  retry_after_s)
 from .messages import Block, Message
 from .streaming import DeltaRelay, DeltaSink
 from .thinking import checked_thinking
@@ -190,17 +191,11 @@ class ClaudeLLM:
             counted = self.client.messages.count_tokens(
                 **self.request(system=system, messages=messages, tools=tools))
         except anthropic.APIError as e:
-            err = model_error(e)
-            if isinstance(err, Reply):
-                err = PermanentModelError(f"count_tokens: {_error_message(e)}")
-            raise err from e
+            raise model_error(e) from e
         return int(counted.input_tokens)
 
-    def _on_error(self, e: anthropic.APIError) -> Reply:
-        err = model_error(e)
-        if isinstance(err, Reply):
-            return err
-        raise err from e
+    def _on_error(self, e: anthropic.APIError) -> NoReturn:
+        raise model_error(e) from e
 
 
 class AsyncClaudeLLM(ClaudeLLM):
@@ -271,8 +266,8 @@ def reply_from_message(message: Any) -> Reply:
     Blocks keep the fields the API sent (``text``, ``tool_use`` with ``id``/``name``/
     ``input``, and any others such as ``thinking``), so the reply can be sent back
     unchanged. A ``stop_reason`` outside :data:`~primer.agents.llm.STOP_REASONS` (a newer
-    API value) is kept as it is; the loop treats an unknown reason without tool calls as
-    the end of the turn.
+    API value) is kept as it is; the loop stops on it with ``model_error`` (its tool calls,
+    if any, do not run), since it cannot know whether the turn ended.
     """
     content: list[Block] = [block_to_dict(b) for b in message.content]
     u = message.usage
@@ -304,15 +299,16 @@ def block_to_dict(block: Any) -> Block:
 _PROMPT_TOO_LONG = "prompt is too long"
 
 
-def model_error(e: anthropic.APIError) -> Reply | TransientModelError | PermanentModelError:
-    """Classify an SDK error: retry it, stop on the context window, or give up.
+def model_error(e: anthropic.APIError) -> TransientModelError | PermanentModelError:
+    """Classify an SDK error: retry it, or give up (a prompt too long for the window included).
 
     - 429, 408, 409, 5xx (529 overloaded included), timeouts and connection errors:
       :class:`TransientModelError` with the ``retry-after`` seconds the server sent and the
       status (``None`` for no answer); an ``error`` event in the middle of a stream (HTTP
       200) counts as the status its type stands for (``overloaded_error``: 529);
-    - a 400 whose message says the prompt is too long: a :class:`Reply` with
-      ``stop_reason="model_context_window_exceeded"`` and no content;
+    - a 400 whose message says the prompt is too long: :class:`PromptTooLong` (the request
+      does not fit the window; not the ``model_context_window_exceeded`` stop reason, which
+      is a reply cut off at the window's end);
     - any other error: :class:`PermanentModelError` whose message says what to fix.
     """
     if isinstance(e, anthropic.APIConnectionError):  # includes APITimeoutError
@@ -328,7 +324,8 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
                                    retry_after_s=retry_after_s(e.response.headers),
                                    status=status)
     if status == 400 and _PROMPT_TOO_LONG in text.lower():
-        return Reply([], "model_context_window_exceeded", Usage())
+        return PromptTooLong(f"the request does not fit the model's context window; the API "
+                             f"answered 400: {text} (send a shorter history: compact or trim)")
     hint = {401: f"check {API_KEY_ENV_VAR}: the API did not accept the key",
             403: "the key has no access to this model or feature",
             404: f"check the model id (set {MODEL_ENV_VAR}) and the base URL",
