@@ -32,8 +32,9 @@ the *loop's* model-call retry waits and tries again, visibly in the trace and in
 run's budgets, instead of the SDK retrying out of sight. Pass ``max_retries=2`` to get the
 SDK's own behaviour back. A 400 saying the prompt is too long (a request that does not fit
 the context window: no reply exists) raises :class:`~primer.agents.llm.PromptTooLong` and
-the loop stops with ``context_window``; any other client error (bad request, bad key, no access) raises
-:class:`~primer.agents.llm.PermanentModelError` and the run stops with ``model_error``.
+the loop stops with ``context_window``; any other client error (bad request, bad key, no
+access) raises :class:`~primer.agents.llm.PermanentModelError` and the run stops with
+``model_error``.
 
 :class:`AsyncClaudeLLM` is the same over ``anthropic.AsyncAnthropic``, an ``async def``
 model for :func:`~primer.agents.async_loop.run_agent_async`.
@@ -51,8 +52,14 @@ from typing import Any, NoReturn
 
 import anthropic
 
-from .llm import (PermanentModelError, PromptTooLong, Reply, TransientModelError, Usage,
-                  retry_after_s)
+from .llm import (
+    PermanentModelError,
+    PromptTooLong,
+    Reply,
+    TransientModelError,
+    Usage,
+    retry_after_s,
+)
 from .messages import Block, Message
 from .streaming import DeltaRelay, DeltaSink
 from .thinking import checked_thinking
