@@ -219,7 +219,8 @@ def test_the_context_stop_reads_the_reported_prompt_plus_what_was_added_since():
     assert dense.stop_cause is StopCause.CONTEXT_WINDOW
     assert len(dense.steps) < len(plain.steps)  # the estimate alone would have gone on
     limit = int(4000 * 0.8)
-    for before, after in zip(dense.steps, dense.steps[1:], strict=False):  # every call made passed the check
+    # every call made passed the check
+    for before, after in zip(dense.steps, dense.steps[1:], strict=False):
         assert before.usage.input_tokens + after.prompt_estimate - before.prompt_estimate <= limit
         assert after.prompt_estimate <= limit  # and the estimate alone was under it too
     last = dense.steps[-1]
