@@ -274,7 +274,8 @@ def test_compaction_in_a_conversation_never_summarises_the_current_question_away
              if b.get("type") == "text"]
     assert "the current question: sum pages 1 to 9" in texts  # word for word, its own block
     assert sum("the current question" in t for t in texts) == 1  # once, not also summarised
-    assert new[0]["content"][-1]["text"] == "the current question: sum pages 1 to 9"
+    assert new[0]["content"][1]["text"] == "the current question: sum pages 1 to 9"
+    assert new[0]["content"][2]["text"].startswith(SUMMARY_HEADER)
     assert unanswered_tool_uses(new) == []
 
 

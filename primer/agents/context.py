@@ -232,11 +232,12 @@ def compact_messages(messages: list[Message], summarizer: Summarizer,
                      keep_turns: int = 2) -> tuple[list[Message], Usage] | None:
     """Older turns replaced by a summary: ``(new_messages, usage)``, or ``None`` if too short.
 
-    ``new_messages[0]`` is the task (the text of ``messages[0]``), one text block holding
-    :data:`SUMMARY_HEADER` and the summary of ``messages[0:cut]``, then the text of the
+    ``new_messages[0]`` is the task (the text of ``messages[0]``), then the text of the
     latest user text message (:func:`latest_user_text`) when the cut would have passed it,
-    word for word: in a conversation whose current turn made more calls than ``keep_turns``,
-    the current question is never summarised away. Then the kept tail, unchanged. An earlier
+    word for word (in a conversation whose current turn made more calls than ``keep_turns``,
+    the current question is never summarised away), then one text block holding
+    :data:`SUMMARY_HEADER` and the summary of the rest of ``messages[0:cut]``. Then the kept
+    tail, unchanged. An earlier
     summary block is replaced, not lost: the summariser receives it inside ``messages[0]``
     and both built-in summarisers fold it into the new summary. ``usage`` is what the
     summariser reported (zero for an offline one).
@@ -253,8 +254,8 @@ def compact_messages(messages: list[Message], summarizer: Summarizer,
         head[latest] = {**messages[latest], "content": rest}  # summarise only its results
     out = summarizer(head)
     text, usage = out if isinstance(out, tuple) else (out, Usage())
-    first = user_message([*_texts(messages[0]), text_block(f"{SUMMARY_HEADER}\n{text}"),
-                          *pinned])
+    first = user_message([*_texts(messages[0]), *pinned,
+                          text_block(f"{SUMMARY_HEADER}\n{text}")])
     return [first, *messages[cut:]], usage
 
 
