@@ -32,6 +32,7 @@ def reader(pages: int = 12) -> ScriptedLLM:
         calls["n"] += 1
         if calls["n"] > pages:
             return "The report is read; revenue notes on every page."
-        return tool_reply(("read_page", {"n": calls["n"]}), text=f"Thought: read page {calls['n']}.")
+        n = calls["n"]
+        return tool_reply(("read_page", {"n": n}), text=f"Thought: read page {n}.")
 
     return ScriptedLLM(policy)
