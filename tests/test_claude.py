@@ -28,9 +28,10 @@ from primer.agents.claude import (
     MODEL_ENV_VAR,
     ClaudeLLM,
     default_model,
+    reply_from_message,
 )
 from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import PermanentModelError, TransientModelError
+from primer.agents.llm import PermanentModelError, PromptTooLong, TransientModelError
 
 KEY = "sk-ant-test-0123456789-never-print-me"
 USER = [{"role": "user", "content": "hello"}]
@@ -133,11 +134,32 @@ def test_model_context_window_exceeded_stops_on_the_context_window():
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
 
 
-def test_a_prompt_too_long_400_becomes_a_context_window_stop():
+def test_a_prompt_too_long_400_is_a_request_too_large_not_a_cut_off_reply():
+    with FakeModelServer(ScriptedLLM([])) as srv:
+        srv.fail_next(400, message="prompt is too long: 210000 tokens > 200000 maximum")
+        with pytest.raises(PromptTooLong, match="does not fit the model's context window"):
+            claude(srv)(system="", messages=[{"role": "user", "content": "long"}], tools=[],
+                        max_tokens=64)
+
+
+def test_a_prompt_too_long_400_stops_the_run_on_the_context_window_with_no_step():
     with FakeModelServer(ScriptedLLM([])) as srv:
         srv.fail_next(400, message="prompt is too long: 210000 tokens > 200000 maximum")
         result = run_agent(claude(srv), "long", [lookup])
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
+    assert result.steps == []  # no reply was made: the request was refused
+    assert "refused model call 1" in result.stop_detail
+    assert "210000 tokens > 200000 maximum" in result.stop_detail
+
+
+def test_an_unknown_stop_reason_stops_the_run_with_model_error_as_the_docstring_says():
+    script = [tool_reply(("lookup", {"city": "Paris"}), stop_reason="some_new_reason")]
+    with FakeModelServer(ScriptedLLM(script)) as srv:
+        result = run_agent(claude(srv), "weather?", [lookup])
+    assert result.stop_cause is StopCause.MODEL_ERROR
+    assert "unknown stop_reason 'some_new_reason'" in result.stop_detail
+    assert calls == []  # its tool call did not run
+    assert "stops on it with ``model_error``" in " ".join(reply_from_message.__doc__.split())
 
 
 def test_usage_counts_cache_writes_and_reads_and_the_dollars_include_them():
@@ -344,3 +366,61 @@ def test_a_scenario_runs_the_same_offline_and_through_the_sdk(name):
     assert online.final_text == offline.final_text
     assert [s.usage for s in online.steps] == [s.usage for s in offline.steps]
     assert online.messages == offline.messages
+
+
+def _status_error(status: int, headers: dict[str, str] | None = None) -> anthropic.APIStatusError:
+    import httpx
+
+    response = httpx.Response(status, headers=headers or {},
+                              request=httpx.Request("POST", "http://localhost/v1/messages"))
+    return anthropic.APIStatusError("error", response=response, body=None)
+
+
+@pytest.mark.parametrize("status, headers", [
+    (408, None), (409, None), (429, None), (500, None), (529, None), (400, None),
+    (404, None), (400, {"x-should-retry": "true"}), (503, {"x-should-retry": "false"}),
+    (429, {"x-should-retry": "false"})])
+def test_what_we_retry_is_exactly_what_the_sdk_would_retry(status, headers):
+    from primer.agents.claude import model_error
+
+    error = _status_error(status, headers)
+    client = anthropic.Anthropic(api_key=KEY, base_url="http://localhost")
+    sdk_retries = client._should_retry(error.response)
+    assert isinstance(model_error(error), TransientModelError) is sdk_retries
+
+
+def test_a_connection_error_is_transient_as_the_sdk_treats_it():
+    import httpx
+
+    from primer.agents.claude import model_error
+
+    err = anthropic.APIConnectionError(request=httpx.Request("POST", "http://localhost"))
+    assert isinstance(model_error(err), TransientModelError)
+
+
+def test_a_cache_ttl_of_one_hour_is_sent_on_the_cache_marks():
+    with FakeModelServer(ScriptedLLM(["hi"])) as srv:
+        run_agent(claude(srv, cache_prefix=True, cache_ttl="1h"), "hello", [lookup],
+                  system="You answer.")
+        body = srv.requests[0].body
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    with pytest.raises(ValueError, match="cache_ttl"):
+        ClaudeLLM(client=anthropic.Anthropic(api_key=KEY), cache_ttl="2h")
+
+
+def test_the_tool_runner_gets_our_tool_errors_as_its_own_tool_error():
+    from anthropic.lib.tools import ToolError as SDKToolError
+
+    from primer.agents import ToolError
+    from primer.agents.claude import sdk_tools
+
+    @tool
+    def strict(day: str) -> str:
+        """Check a day."""
+        raise ToolError(f"day must be YYYY-MM-DD (got {day!r})")
+
+    (runnable,) = sdk_tools([strict])
+    with pytest.raises(SDKToolError) as caught:
+        runnable.call({"day": "25/09"})
+    assert caught.value.content == "day must be YYYY-MM-DD (got '25/09')"

@@ -20,11 +20,14 @@ from primer.agents.context import (
     compact_messages,
     compaction_cut,
     extractive_summary,
+    prompt_tokens,
+    reported_prompt,
     trim_text,
     trim_tool_results,
 )
 from primer.agents.history import unanswered_tool_uses
 from primer.agents.messages import assistant_message, tool_result_block, user_message
+from primer.scenarios.dense_tokens import DenseTokens
 
 
 @tool
@@ -194,3 +197,102 @@ def test_trimming_cuts_long_results_and_says_so():
 def test_compact_share_must_lie_inside_the_window():
     with pytest.raises(ValueError, match="compact_share"):
         AgentConfig(compact_share=1.2)
+
+
+# ---------------------------------------------------------------- the prompt's size
+
+
+def _window_run(llm, **extra):
+    return run_agent(llm, "Summarise the report.", [read_page],
+                     config=AgentConfig(context_window=4000, token_budget=None, max_steps=20,
+                                        offer_handoff=False, **extra))
+
+
+def test_a_scripted_model_reports_exactly_the_estimate_so_the_two_agree():
+    result = _window_run(reader(12))
+    assert all(s.usage.input_tokens == s.prompt_estimate for s in result.steps)
+
+
+def test_the_context_stop_reads_the_reported_prompt_plus_what_was_added_since():
+    plain = _window_run(reader(12))
+    dense = _window_run(DenseTokens(reader(12), 1.5))
+    assert dense.stop_cause is StopCause.CONTEXT_WINDOW
+    assert len(dense.steps) < len(plain.steps)  # the estimate alone would have gone on
+    limit = int(4000 * 0.8)
+    # every call made passed the check
+    for before, after in zip(dense.steps, dense.steps[1:], strict=False):
+        assert before.usage.input_tokens + after.prompt_estimate - before.prompt_estimate <= limit
+        assert after.prompt_estimate <= limit  # and the estimate alone was under it too
+    last = dense.steps[-1]
+    assert f"call {last.index} reported {last.usage.input_tokens:,}" in dense.stop_detail
+    assert last.usage.input_tokens == round(1.5 * last.prompt_estimate)
+
+
+def test_compaction_starts_on_the_reported_prompt_where_the_estimate_is_still_under():
+    events = []
+    dense = run_agent(DenseTokens(reader(12), 1.5), "Summarise the report.", [read_page],
+                      config=AgentConfig(context_window=4000, token_budget=None, max_steps=20,
+                                         offer_handoff=False, summarizer=extractive_summary),
+                      on_event=lambda k, d: events.append((k, d)))
+    first = next(d for k, d in events if k == "compaction")
+    before = dense.steps[first["step"] - 2]  # the call whose reported prompt it read
+    assert first["before_tokens"] > 4000 * 0.6
+    assert before.prompt_estimate < 4000 * 0.6 < before.usage.input_tokens
+
+
+def test_prompt_tokens_is_the_estimate_before_the_first_call_and_the_count_after():
+    from primer.agents.state import RunState
+    from primer.agents.tools import ToolRegistry
+
+    state = RunState(config=AgentConfig(), system="", messages=[], registry=ToolRegistry([]),
+                     tool_defs=[])
+    state.append(user_message("hello there"))
+    assert prompt_tokens(state) == state.prompt_estimate
+    result = run_agent(DenseTokens(ScriptedLLM(["hi"]), 2.0), "hello there")
+    step = result.steps[0]
+    assert reported_prompt(step.usage) == 2 * step.prompt_estimate
+    assert reported_prompt(Usage(10, 5, 20, 30)) == 60  # input + cache writes + cache reads
+
+
+def _conversation(question_calls: int):
+    """An earlier exchange, then a new question whose turn makes ``question_calls`` calls."""
+    msgs = [user_message("first question"), assistant_message("first answer"),
+            user_message("the current question: sum pages 1 to 9")]
+    for t in range(question_calls):
+        uses = [{"type": "tool_use", "id": f"q{t}", "name": "read_page", "input": {"n": t}}]
+        msgs.append(assistant_message([{"type": "text", "text": "reading"}, *uses]))
+        msgs.append(user_message([tool_result_block(u["id"], "x" * 50) for u in uses]))
+    return msgs
+
+
+@pytest.mark.parametrize("calls", [3, 5, 8])
+def test_compaction_in_a_conversation_never_summarises_the_current_question_away(calls):
+    msgs = _conversation(calls)
+    new, _ = compact_messages(msgs, extractive_summary, keep_turns=2)
+    texts = [b["text"] for m in new if m["role"] == "user"
+             for b in (m["content"] if isinstance(m["content"], list) else [])
+             if b.get("type") == "text"]
+    assert "the current question: sum pages 1 to 9" in texts  # word for word, its own block
+    assert sum("the current question" in t for t in texts) == 1  # once, not also summarised
+    assert new[0]["content"][1]["text"] == "the current question: sum pages 1 to 9"
+    assert new[0]["content"][2]["text"].startswith(SUMMARY_HEADER)
+    assert unanswered_tool_uses(new) == []
+
+
+def test_the_current_question_reaches_every_request_of_a_long_conversation_turn():
+    earlier = run_agent(ScriptedLLM(["first answer"]), "first question")
+    seen = []
+
+    def policy(messages):
+        seen.append(str(messages))  # the request as sent (the list changes later)
+        return reader_policy(messages)
+
+    reader_policy = reader(12).script
+    later = run_agent(ScriptedLLM(policy), "the current question: summarise the report",
+                      [read_page], messages=earlier.messages,
+                      config=AgentConfig(context_window=4000, token_budget=None, max_steps=20,
+                                         offer_handoff=False, summarizer=extractive_summary))
+    assert later.stop_cause is StopCause.END_TURN
+    assert any(SUMMARY_HEADER in request for request in seen)  # it did compact
+    for request in seen:
+        assert "the current question: summarise the report" in request

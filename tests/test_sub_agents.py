@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from primer.agents import (
     AgentConfig,
     ScriptedLLM,
@@ -12,7 +16,12 @@ from primer.agents import (
     tool,
     tool_reply,
 )
+from primer.agents.allowance import RunScope, running
+from primer.agents.hooks import Hooks
+from primer.agents.retry import ManualClock
+from primer.agents.state import RunState
 from primer.agents.sub_agents import sub_agent_tool
+from primer.agents.tools import ToolRegistry
 
 
 @tool
@@ -69,17 +78,122 @@ def test_the_childs_usage_counts_in_the_parents_totals():
                / 1e6 - child.cost_usd) < 1e-12
 
 
-def test_the_parent_stops_on_its_budget_because_of_the_childs_usage():
+def test_a_child_gets_at_most_the_parents_remaining_tokens_so_the_parent_never_overshoots():
     h = helper()
     first_call = parent(h).steps[0].usage.total_tokens
     child_tokens = h.fn.runs[0].usage.total_tokens
-    # A budget the parent's own first call fits in, but not with the child's tokens added.
+    # A budget the parent's own first call fits in, but not with all the child's tokens.
     budget = first_call + child_tokens // 2
     h2 = helper()
     result = parent(h2, budget=budget)
-    assert result.stop_cause is StopCause.TOKEN_BUDGET
-    assert len(result.steps) == 1  # stopped before its second call
-    assert "investigate" in result.stop_detail
+    given = h2.fn.configs[0]
+    assert given.token_budget == budget - first_call  # what the parent had left
+    assert given.budget_check == "before"  # so the child never passes it
+    child = h2.fn.runs[0]
+    assert child.stop_cause is StopCause.TOKEN_BUDGET
+    assert child.usage.total_tokens <= given.token_budget
+    assert result.usage.total_tokens <= budget
+    assert result.executions[0].is_error and "token_budget" in result.executions[0].content
+
+
+def test_a_child_keeps_its_own_smaller_limits():
+    h = helper(config=AgentConfig(max_steps=4, token_budget=300, offer_handoff=False))
+    parent(h, budget=50_000)
+    assert h.fn.configs[0].token_budget == 300 and h.fn.configs[0].max_steps == 4
+
+
+def test_a_child_gets_at_most_the_parents_remaining_dollars_steps_and_seconds():
+    clock = ManualClock()
+    h = helper(config=AgentConfig(max_steps=6, offer_handoff=False))
+    llm = ScriptedLLM([tool_reply(("investigate", {"task": "summarise the errors"})), "done"])
+
+    def clocked_llm(**kw):
+        clock.advance(4.0)  # each parent call takes 4 s
+        return llm(**kw)
+
+    result = run_agent(clocked_llm, "what went wrong?", [h],
+                       config=AgentConfig(max_steps=3, cost_budget_usd=0.05, token_budget=None,
+                                          wall_clock_s=10.0, clock=clock, offer_handoff=False))
+    given = h.fn.configs[0]
+    first = result.steps[0]
+    assert given.max_steps == 3 - 1  # the parent's step limit minus its one call
+    assert given.cost_budget_usd == pytest.approx(0.05 - first.cost_usd)
+    assert given.wall_clock_s == pytest.approx(10.0 - 4.0)
+    assert given.token_budget == 50_000  # the child's own: the parent has no token budget
+    assert result.cost_usd <= 0.05
+
+
+def test_a_child_the_parent_has_nothing_left_for_does_not_run():
+    h = helper()
+    state = RunState(config=AgentConfig(token_budget=1000), system="", messages=[],
+                     registry=ToolRegistry([]), tool_defs=[], usage=Usage(900, 100))
+    with running(state):
+        out = h.fn(task="summarise the errors")
+    assert h.fn.runs == []
+    assert out.is_error and out.value == ("The helper did not run: the run has no tokens of "
+                                          "its budget left.")
+
+
+def test_children_run_one_after_another_each_get_what_the_one_before_left():
+    h = helper(config=AgentConfig(max_steps=4, offer_handoff=False, max_tokens=64))
+    two = ScriptedLLM([tool_reply(("investigate", {"task": "day one"}),
+                                  ("investigate", {"task": "day two"})), "done"])
+    budget = 2_000
+    result = run_agent(two, "what went wrong?", [h],
+                       config=AgentConfig(token_budget=budget, offer_handoff=False,
+                                          max_tokens=64, max_parallel_tools=1))
+    left = budget - result.steps[0].usage.total_tokens
+    first, second = h.fn.runs
+    assert [c.token_budget for c in h.fn.configs] == [left, left - first.usage.total_tokens]
+    assert result.steps[0].total_usage.total_tokens + first.usage.total_tokens \
+        + second.usage.total_tokens <= budget
+
+
+def test_two_children_running_at_once_never_hold_more_than_is_left():
+    started = threading.Event()
+
+    def waiting_llm():
+        child = child_llm()
+
+        def call(**kw):
+            started.wait(5)  # until the sibling has asked for its share
+            return child(**kw)
+        return call
+
+    h = helper(make_llm=waiting_llm)
+    shares = []
+
+    def after_tool(call, execution):
+        shares.append(execution.content)
+        if execution.content.startswith("The helper did not run"):
+            started.set()
+
+    two = ScriptedLLM([tool_reply(("investigate", {"task": "day one"}),
+                                  ("investigate", {"task": "day two"})), "done"])
+    result = run_agent(two, "what went wrong?", [h], hooks=Hooks(after_tool=after_tool),
+                       config=AgentConfig(token_budget=5_000, offer_handoff=False))
+    assert len(h.fn.runs) == 1  # the first to ask held everything that was left
+    assert sum(x.startswith("The helper did not run: the run has no tokens") for x in shares) == 1
+    assert h.fn.configs[0].token_budget == 5_000 - result.steps[0].usage.total_tokens
+
+
+def test_called_outside_a_run_a_child_has_its_own_limits():
+    h = helper(config=AgentConfig(max_steps=4, token_budget=777, offer_handoff=False))
+    out = h.fn(task="summarise the errors")
+    assert h.fn.configs[0].token_budget == 777 and not out.is_error
+
+
+def test_nothing_is_held_for_a_run_once_its_next_reply_comes():
+    state = RunState(config=AgentConfig(token_budget=1000), system="", messages=[],
+                     registry=ToolRegistry([]), tool_defs=[])
+    scope = RunScope(state)
+    first = scope.take()
+    assert first.tokens == 1000 and scope.take().tokens == 0  # all of it is held
+    scope.settle(first, 300, 0.0)
+    assert scope.take().tokens == 700 - 0  # the 300 spent stay held until they are counted
+    state.steps.append(None)  # type: ignore[arg-type]  - a next model call
+    state.usage = Usage(300, 0)
+    assert scope.take().tokens == 700
 
 
 def test_a_child_that_hits_its_own_limit_is_reported_as_a_result_not_a_crash():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pydantic
 
+from .allowance import running
 from .config import AgentConfig
 from .context import compact_if_needed
 from .exits import (
@@ -180,15 +181,17 @@ def drive(state: RunState, start: Callable[[], AgentResult]) -> AgentResult:
     When no call of the run can have a time limit it runs in this thread. Otherwise it runs
     on a watched daemon worker thread while this thread waits, so that single calls run
     inline with no thread hand-off and a hung one is answered by :func:`carry_on`
-    (:func:`~primer.agents.timeouts.run_watched`). The run's recorder is closed at the end.
+    (:func:`~primer.agents.timeouts.run_watched`). The run is the current run meanwhile
+    (:func:`~primer.agents.allowance.running`). The run's recorder is closed at the end.
     """
     limits = [t.timeout_s for t in state.registry if t.timeout_s is not None]
     if state.config.tool_timeout_s is not None:
         limits.append(state.config.tool_timeout_s)
     try:
-        if not limits:
-            return start()
-        return run_watched(start, lambda hung: carry_on(state, hung), min(limits))
+        with running(state):  # the current run, for tools that spend (sub-agents)
+            if not limits:
+                return start()
+            return run_watched(start, lambda hung: carry_on(state, hung), min(limits))
     finally:
         if state.recorder is not None:
             state.recorder.close()

@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import pydantic
 
 from .agent_loop import start_run
+from .allowance import running
 from .config import AgentConfig
 from .context import compact_if_needed
 from .coroutines import is_async_callable
@@ -96,7 +97,8 @@ async def run_agent_async(llm: LLM, task: str, tools: ToolRegistry | Iterable[To
                               output_model=output_model, scenario=scenario, cancel=cancel,
                               messages=messages)
     try:
-        return await continue_run_async(state)
+        with running(state):  # the current run, for tools that spend (sub-agents)
+            return await continue_run_async(state)
     finally:
         if state.recorder is not None:
             state.recorder.close()

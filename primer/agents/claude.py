@@ -30,10 +30,11 @@ a server error (5xx), a timeout or a lost connection raises
 :class:`~primer.agents.llm.TransientModelError` carrying the server's ``retry-after``, so
 the *loop's* model-call retry waits and tries again, visibly in the trace and inside the
 run's budgets, instead of the SDK retrying out of sight. Pass ``max_retries=2`` to get the
-SDK's own behaviour back. A 400 saying the prompt is too long becomes a reply with
-``stop_reason="model_context_window_exceeded"`` (the loop stops with ``context_window``);
-any other client error (bad request, bad key, no access) raises
-:class:`~primer.agents.llm.PermanentModelError` and the run stops with ``model_error``.
+SDK's own behaviour back. A 400 saying the prompt is too long (a request that does not fit
+the context window: no reply exists) raises :class:`~primer.agents.llm.PromptTooLong` and
+the loop stops with ``context_window``; any other client error (bad request, bad key, no
+access) raises :class:`~primer.agents.llm.PermanentModelError` and the run stops with
+``model_error``.
 
 :class:`AsyncClaudeLLM` is the same over ``anthropic.AsyncAnthropic``, an ``async def``
 model for :func:`~primer.agents.async_loop.run_agent_async`.
@@ -47,11 +48,18 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import anthropic
 
-from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
+from .llm import (
+    PermanentModelError,
+    PromptTooLong,
+    Reply,
+    TransientModelError,
+    Usage,
+    retry_after_s,
+)
 from .messages import Block, Message
 from .streaming import DeltaRelay, DeltaSink
 from .thinking import checked_thinking
@@ -61,6 +69,15 @@ from .thinking import checked_thinking
 #: tokens), not at this model's price: pass ``AgentConfig(prices=Prices(3, 15))`` for its
 #: list price.
 DEFAULT_MODEL = "claude-sonnet-4-6"
+
+#: The shortest prefix (tokens) each model caches; a shorter one marked with ``cache_control``
+#: is processed at the full input price, with no cache write or read reported. Source: the
+#: provider's prompt-caching page (minimum cacheable prompt length, by model).
+MIN_CACHEABLE_TOKENS: dict[str, int] = {
+    "claude-opus-4-6": 4096, "claude-opus-4-5": 4096, "claude-haiku-4-5": 4096,
+    "claude-sonnet-4-6": 2048, "claude-sonnet-4-5": 1024, "claude-opus-4-1": 1024,
+    "claude-sonnet-4-0": 1024, "claude-opus-4-0": 1024, "claude-3-5-haiku": 2048,
+}
 #: The environment variable that overrides :data:`DEFAULT_MODEL`.
 MODEL_ENV_VAR = "PRIMER_CLAUDE_MODEL"
 #: The environment variable the SDK reads the API key from.
@@ -94,6 +111,10 @@ class ClaudeLLM:
     - ``max_retries``: the SDK's own retries (default 0: the loop retries, see the module).
     - ``cache_prefix``: mark the static prefix (tool definitions and system prompt) with
       ``cache_control: {"type": "ephemeral"}`` so later calls read it from the prompt cache.
+      The API caches a prefix only from :data:`MIN_CACHEABLE_TOKENS` tokens on.
+    - ``cache_ttl``: ``"5m"`` (the API's default lifetime) or ``"1h"``, sent as the mark's
+      ``ttl``; a 1-hour write is billed at 2× the input price instead of 1.25×
+      (``Prices(cache_write_multiplier=2.0)``). ``ValueError`` for another value.
     - ``exact_count``: before each call, the loop's ``budget_check="before"`` asks
       :meth:`count_tokens` (``messages.count_tokens``, one extra request) for the prompt's
       exact size instead of a characters/4 estimate.
@@ -111,7 +132,10 @@ class ClaudeLLM:
                  api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 0, timeout_s: float = 120.0, cache_prefix: bool = False,
                  exact_count: bool = False, stream: bool = False,
-                 thinking: dict[str, Any] | None = None) -> None:
+                 thinking: dict[str, Any] | None = None, cache_ttl: str | None = None) -> None:
+        if cache_ttl not in (None, "5m", "1h"):
+            raise ValueError(f"cache_ttl must be '5m' or '1h' (got {cache_ttl!r})")
+        self.cache_ttl = cache_ttl
         self.model = model or default_model()
         self.thinking = checked_thinking(thinking)
         if client is None:
@@ -156,7 +180,7 @@ class ClaudeLLM:
         if system:
             kwargs["system"] = system
         if self.cache_prefix:
-            mark = {"type": "ephemeral"}
+            mark = {"type": "ephemeral", **({"ttl": self.cache_ttl} if self.cache_ttl else {})}
             if tools:
                 kwargs["tools"][-1]["cache_control"] = mark
             if system:
@@ -190,17 +214,11 @@ class ClaudeLLM:
             counted = self.client.messages.count_tokens(
                 **self.request(system=system, messages=messages, tools=tools))
         except anthropic.APIError as e:
-            err = model_error(e)
-            if isinstance(err, Reply):
-                err = PermanentModelError(f"count_tokens: {_error_message(e)}")
-            raise err from e
+            raise model_error(e) from e
         return int(counted.input_tokens)
 
-    def _on_error(self, e: anthropic.APIError) -> Reply:
-        err = model_error(e)
-        if isinstance(err, Reply):
-            return err
-        raise err from e
+    def _on_error(self, e: anthropic.APIError) -> NoReturn:
+        raise model_error(e) from e
 
 
 class AsyncClaudeLLM(ClaudeLLM):
@@ -271,8 +289,8 @@ def reply_from_message(message: Any) -> Reply:
     Blocks keep the fields the API sent (``text``, ``tool_use`` with ``id``/``name``/
     ``input``, and any others such as ``thinking``), so the reply can be sent back
     unchanged. A ``stop_reason`` outside :data:`~primer.agents.llm.STOP_REASONS` (a newer
-    API value) is kept as it is; the loop treats an unknown reason without tool calls as
-    the end of the turn.
+    API value) is kept as it is; the loop stops on it with ``model_error`` (its tool calls,
+    if any, do not run), since it cannot know whether the turn ended.
     """
     content: list[Block] = [block_to_dict(b) for b in message.content]
     u = message.usage
@@ -304,15 +322,19 @@ def block_to_dict(block: Any) -> Block:
 _PROMPT_TOO_LONG = "prompt is too long"
 
 
-def model_error(e: anthropic.APIError) -> Reply | TransientModelError | PermanentModelError:
-    """Classify an SDK error: retry it, stop on the context window, or give up.
+def model_error(e: anthropic.APIError) -> TransientModelError | PermanentModelError:
+    """Classify an SDK error: retry it, or give up (a prompt too long for the window included).
+
+    The rules are the SDK's own (``_should_retry``): the server's ``x-should-retry`` header
+    first (``true``: retry whatever the status; ``false``: never), then
 
     - 429, 408, 409, 5xx (529 overloaded included), timeouts and connection errors:
       :class:`TransientModelError` with the ``retry-after`` seconds the server sent and the
       status (``None`` for no answer); an ``error`` event in the middle of a stream (HTTP
       200) counts as the status its type stands for (``overloaded_error``: 529);
-    - a 400 whose message says the prompt is too long: a :class:`Reply` with
-      ``stop_reason="model_context_window_exceeded"`` and no content;
+    - a 400 whose message says the prompt is too long: :class:`PromptTooLong` (the request
+      does not fit the window; not the ``model_context_window_exceeded`` stop reason, which
+      is a reply cut off at the window's end);
     - any other error: :class:`PermanentModelError` whose message says what to fix.
     """
     if isinstance(e, anthropic.APIConnectionError):  # includes APITimeoutError
@@ -322,13 +344,19 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
     text = _error_message(e)
     if status == 200:  # an error event in the middle of a stream: its type says which
         status = _STREAM_ERROR_STATUS.get(_error_type(e), status)
-    if status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
+    should = _should_retry_header(e)
+    if should == "false" and status != 200:  # the server says: do not try again
+        return PermanentModelError(f"the API answered {status} and said not to retry "
+                                   f"(x-should-retry: false): {text}")
+    if should == "true" or status in (408, 409, 429) or (isinstance(status, int)
+                                                         and status >= 500):
         kind = {429: "rate limited", 529: "overloaded"}.get(status, "server error")
         return TransientModelError(f"the API answered {status} ({kind}): {text}",
                                    retry_after_s=retry_after_s(e.response.headers),
                                    status=status)
     if status == 400 and _PROMPT_TOO_LONG in text.lower():
-        return Reply([], "model_context_window_exceeded", Usage())
+        return PromptTooLong(f"the request does not fit the model's context window; the API "
+                             f"answered 400: {text} (send a shorter history: compact or trim)")
     hint = {401: f"check {API_KEY_ENV_VAR}: the API did not accept the key",
             403: "the key has no access to this model or feature",
             404: f"check the model id (set {MODEL_ENV_VAR}) and the base URL",
@@ -336,6 +364,12 @@ def model_error(e: anthropic.APIError) -> Reply | TransientModelError | Permanen
             400: "the request was malformed; the message above says which field"}.get(
                 status or 0, "see the message above")
     return PermanentModelError(f"the API answered {status}: {text} ({hint})")
+
+
+def _should_retry_header(e: anthropic.APIError) -> str | None:
+    response = getattr(e, "response", None)
+    headers = getattr(response, "headers", None)
+    return headers.get("x-should-retry") if headers is not None else None
 
 
 #: The status an ``error`` event in the middle of a stream stands for, by its ``type``.
@@ -365,7 +399,10 @@ def sdk_tools(tools: Any) -> list[Any]:
     name=..., description=..., input_schema=...)``, so the SDK's runner sees the same
     definitions our loop sends and calls the same functions (with none of our argument
     validation, timeouts or error wording: that is the point of comparing them). Results
-    are rendered to text the way our loop renders them.
+    are rendered to text the way our loop renders them, and our
+    :class:`~primer.agents.tools.ToolError` is raised as the SDK's own
+    ``anthropic.lib.tools.ToolError``, which the runner sends as the error result's content
+    (any other exception it sends as its ``repr`` and logs with its traceback).
     """
     return [anthropic.beta_tool(_as_text(t.fn), name=t.name, description=t.description,
                                 input_schema=t.input_schema) for t in tools]
@@ -374,11 +411,17 @@ def sdk_tools(tools: Any) -> list[Any]:
 def _as_text(fn: Any) -> Any:
     """``fn`` returning its result as ``tool_result`` text, as our loop sends it (the SDK
     takes a string or content blocks; a dict would be sent as a list of its keys)."""
-    from .tools import result_text
+    from anthropic.lib.tools import ToolError as SDKToolError
+
+    from .tools import ToolError, result_text
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> str:
-        text, problem = result_text(fn(*args, **kwargs))
+        try:
+            out = fn(*args, **kwargs)
+        except ToolError as e:  # the tool's own message, as the SDK's runner expects it
+            raise SDKToolError(str(e)) from e
+        text, problem = result_text(out)
         if problem is not None:
             raise ValueError(problem)
         return text

@@ -7,6 +7,7 @@ Three guards, cheapest first:
    a 20,000-character file listing rarely needs to reach the model whole.
 2. **Compact**: once the prompt passes ``AgentConfig.compact_share`` of the window (default
    0.6), replace older turns by a summary (:func:`compact_messages`). The task stays first,
+   the latest user text (in a conversation, the current question) is never summarised,
    the system prompt is not touched (it travels beside the list), and the last
    ``compact_keep_turns`` replies stay word for word. The cut always falls just before an
    assistant message, so a ``tool_use`` and its ``tool_result`` are summarised together or
@@ -14,6 +15,11 @@ Three guards, cheapest first:
    (:class:`LLMSummarizer`) or the deterministic offline :func:`extractive_summary`.
 3. **Stop** with ``context_window`` before a call past ``context_stop_share`` (default 0.8):
    the loop's own check (:func:`primer.agents.exits.check_context`).
+
+Both shares are compared with :func:`prompt_tokens`: the prompt the last call *reported*
+(its usage) plus the characters/4 estimate of what was added since, not the estimate of
+everything, which drifts from the real tokenizer (code, JSON and non-English text run
+well above characters/4).
 
 Source of the 60% / 80% shares: the course syllabus ("context rot": compress past ~60% of the
 window, stop early past ~80%).
@@ -30,7 +36,7 @@ from .config import Summarizer
 from .history import unanswered_tool_uses  # noqa: F401 - lesson 12 imports it from here
 from .hooks import Hooks
 from .llm import LLM, Usage, estimate_tokens
-from .messages import Message, blocks_of, text_block, user_message
+from .messages import Block, Message, blocks_of, text_block, user_message
 from .state import RunState
 from .tools import ToolExecution
 
@@ -141,6 +147,53 @@ class LLMSummarizer:
         return reply.text, reply.usage
 
 
+# ---------------------------------------------------------------- the prompt's size
+
+def reported_prompt(usage: Usage) -> int:
+    """The prompt a call was billed for (tokens): input plus cache writes plus cache reads.
+
+    Anthropic reports the three apart; their sum is the whole prompt as the model saw it.
+    """
+    return usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+
+
+def prompt_tokens(state: RunState) -> int:
+    """The size of the next request's prompt (tokens), as the context checks read it.
+
+    After a call: what that call reported for its prompt (:func:`reported_prompt`) plus the
+    characters/4 estimate of what the list gained since (the reply, the tool results, any
+    new user text), i.e. ``reported + (prompt_estimate - step.prompt_estimate)``. When a
+    compaction has since shrunk the list below what that call sent, the estimate of what is
+    left, scaled by that call's reported/estimated ratio. Before the first call, or when the
+    last call reported no prompt (a model that reports no usage), the estimate alone.
+    O(1): no re-count of the list.
+    """
+    if not state.steps:
+        return state.prompt_estimate
+    last = state.steps[-1]
+    reported = reported_prompt(last.usage)
+    if reported <= 0 or last.prompt_estimate <= 0:
+        return state.prompt_estimate
+    if state.prompt_estimate >= last.prompt_estimate:
+        return reported + state.prompt_estimate - last.prompt_estimate
+    return round(state.prompt_estimate * reported / last.prompt_estimate)
+
+
+def prompt_size_text(state: RunState) -> str:
+    """How :func:`prompt_tokens` got its figure, for a stop's detail: ``"12,345 tokens
+    (call 3 reported 11,000; about 1,345 added since)"``, or ``"about 12,345 tokens"``."""
+    tokens = prompt_tokens(state)
+    last = state.steps[-1] if state.steps else None
+    if last is None or reported_prompt(last.usage) <= 0 or last.prompt_estimate <= 0:
+        return f"about {tokens:,} tokens"
+    added = state.prompt_estimate - last.prompt_estimate
+    if added < 0:
+        return (f"{tokens:,} tokens (after compaction; call {last.index} reported "
+                f"{reported_prompt(last.usage):,})")
+    return (f"{tokens:,} tokens (call {last.index} reported {reported_prompt(last.usage):,}; "
+            f"about {added:,} added since)")
+
+
 # ---------------------------------------------------------------- compaction
 
 def compaction_cut(messages: list[Message], keep_turns: int) -> int | None:
@@ -158,34 +211,62 @@ def compaction_cut(messages: list[Message], keep_turns: int) -> int | None:
     return cut if cut > 1 else None
 
 
+def latest_user_text(messages: Sequence[Message]) -> int | None:
+    """The index of the last user message holding text (not only ``tool_result`` blocks, not
+    only a compaction summary): in a conversation (``run_agent(messages=...)``) the current
+    question, else the task or a corrective turn. ``None`` when there is none."""
+    for k in range(len(messages) - 1, -1, -1):
+        m = messages[k]
+        if m.get("role") == "user" and _texts(m):
+            return k
+    return None
+
+
+def _texts(message: Message) -> list[Block]:
+    """The text blocks of ``message`` that are not a compaction summary."""
+    return [b for b in blocks_of(message.get("content", ""))
+            if b.get("type") == "text" and not str(b.get("text", "")).startswith(SUMMARY_HEADER)]
+
+
 def compact_messages(messages: list[Message], summarizer: Summarizer,
                      keep_turns: int = 2) -> tuple[list[Message], Usage] | None:
     """Older turns replaced by a summary: ``(new_messages, usage)``, or ``None`` if too short.
 
-    ``new_messages[0]`` is the task (its original blocks) plus one text block:
-    :data:`SUMMARY_HEADER` and the summary of ``messages[0:cut]``; then the kept tail,
-    unchanged. An earlier summary block is replaced, not lost: the summariser receives it
-    inside ``messages[0]`` and both built-in summarisers fold it into the new summary.
-    ``usage`` is what the summariser reported (zero for an offline one).
+    ``new_messages[0]`` is the task (the text of ``messages[0]``), then the text of the
+    latest user text message (:func:`latest_user_text`) when the cut would have passed it,
+    word for word (in a conversation whose current turn made more calls than ``keep_turns``,
+    the current question is never summarised away), then one text block holding
+    :data:`SUMMARY_HEADER` and the summary of the rest of ``messages[0:cut]``. Then the kept
+    tail, unchanged. An earlier
+    summary block is replaced, not lost: the summariser receives it inside ``messages[0]``
+    and both built-in summarisers fold it into the new summary. ``usage`` is what the
+    summariser reported (zero for an offline one).
     """
     cut = compaction_cut(messages, keep_turns)
     if cut is None:
         return None
-    out = summarizer(messages[:cut])
+    head = list(messages[:cut])
+    latest = latest_user_text(messages)
+    pinned: list[Block] = []
+    if latest is not None and 0 < latest < cut:  # the cut passes the latest user text
+        pinned = _texts(messages[latest])
+        rest = [b for b in blocks_of(messages[latest].get("content", "")) if b not in pinned]
+        head[latest] = {**messages[latest], "content": rest}  # summarise only its results
+    out = summarizer(head)
     text, usage = out if isinstance(out, tuple) else (out, Usage())
-    task = [b for b in blocks_of(messages[0].get("content", ""))
-            if not (b.get("type") == "text" and str(b.get("text", "")).startswith(SUMMARY_HEADER))]
-    first = user_message([*task, text_block(f"{SUMMARY_HEADER}\n{text}")])
+    first = user_message([*_texts(messages[0]), *pinned,
+                          text_block(f"{SUMMARY_HEADER}\n{text}")])
     return [first, *messages[cut:]], usage
 
 
 def compact_if_needed(state: RunState) -> None:
     """The loop's compaction step, before each model call.
 
-    When ``config.summarizer`` is set and the running prompt estimate passes
+    When ``config.summarizer`` is set and the prompt (:func:`prompt_tokens`: the last call's
+    reported prompt plus the estimate of what was added since) passes
     ``compact_share × context_window``, compacts ``state.messages`` in place, recomputes the
     prompt estimate once (a rare event), adds the summariser's usage to the run's totals and
-    emits a ``compaction`` event with the estimate before and after (tokens). A summariser
+    emits a ``compaction`` event with the prompt's size before and after (tokens). A summariser
     that raises is reported as a ``compaction_failed`` event; the run goes on uncompacted
     and the context-window stop still guards it.
     """
@@ -193,9 +274,9 @@ def compact_if_needed(state: RunState) -> None:
     if c.summarizer is None or c.compact_share is None:
         return
     limit = int(c.context_window * c.compact_share)
-    if state.prompt_estimate <= limit:
+    before = prompt_tokens(state)
+    if before <= limit:
         return
-    before = state.prompt_estimate
     try:
         done = compact_messages(state.messages, c.summarizer, c.compact_keep_turns)
     except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
@@ -215,4 +296,4 @@ def compact_if_needed(state: RunState) -> None:
     state.add_usage(usage)
     state.compactions += 1
     state.emit("compaction", step=state.model_calls + 1, before_tokens=before,
-               after_tokens=state.prompt_estimate, messages=len(state.messages))
+               after_tokens=prompt_tokens(state), messages=len(state.messages))

@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 import pydantic
 
 from .config import AgentConfig
+from .context import prompt_size_text, prompt_tokens
 from .cost import cost_usd
 from .llm import STOP_REASONS, Usage
 from .messages import Message, user_message
@@ -118,13 +119,17 @@ def check_cancelled(state: RunState) -> Stop | None:
 
 @stops(StopCause.CONTEXT_WINDOW)
 def check_context(state: RunState) -> Stop | None:
-    """Stop before a call whose prompt passes context_stop_share of the window."""
+    """Stop before a call whose prompt passes context_stop_share of the window.
+
+    The prompt's size is :func:`~primer.agents.context.prompt_tokens`: the last call's
+    reported prompt plus the characters/4 estimate of what was added since.
+    """
     c = state.config
     limit = int(c.context_window * c.context_stop_share)
-    if state.prompt_estimate > limit:
+    if prompt_tokens(state) > limit:
         return Stop(StopCause.CONTEXT_WINDOW,
-                    f"the prompt for model call {state.model_calls + 1} is about "
-                    f"{state.prompt_estimate:,} tokens, past {c.context_stop_share:.0%} of "
+                    f"the prompt for model call {state.model_calls + 1} is "
+                    f"{prompt_size_text(state)}, past {c.context_stop_share:.0%} of "
                     f"the {c.context_window:,}-token window ({limit:,})")
     return None
 
@@ -135,7 +140,8 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
 
     The worst case of the next call is the prompt's size plus ``max_tokens`` of output; if
     the running total plus that would cross the budget, the call is not made. The prompt's
-    size is the running characters/4 estimate, or its exact count when the model offers one
+    size is :func:`~primer.agents.context.prompt_tokens` (the last call's reported prompt
+    plus the estimate of what was added since), or its exact count when the model offers one
     (an ``exact_count`` attribute that is true and a ``count_tokens(*, system, messages,
     tools)`` method, as :class:`~primer.agents.claude.ClaudeLLM` does); if counting fails
     the estimate is used.
@@ -143,14 +149,14 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
     c = state.config
     if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
-    prompt, how = state.prompt_estimate, "about"
+    prompt, how = prompt_tokens(state), "about"
     if state.llm is not None and getattr(state.llm, "exact_count", False):
         try:
             prompt = int(state.llm.count_tokens(  # type: ignore[attr-defined]
                 system=state.system, messages=state.messages, tools=state.tool_defs))
             how = "exactly"
         except Exception:  # noqa: BLE001 - counting is an optimisation; fall back
-            prompt = state.prompt_estimate
+            prompt = prompt_tokens(state)
     worst = Usage(prompt, c.max_tokens)
     n = state.model_calls + 1
     worst_total = state.usage.total_tokens + worst.total_tokens

@@ -274,6 +274,16 @@ class PermanentModelError(RuntimeError):
     """
 
 
+class PromptTooLong(PermanentModelError):
+    """The provider refused a request whose prompt does not fit the model's context window
+    (Anthropic: a 400 ``invalid_request_error`` saying "prompt is too long").
+
+    No reply exists and nothing was generated, unlike a reply whose ``stop_reason`` is
+    ``model_context_window_exceeded`` (the model stopped mid-answer at the window's end).
+    The loop ends the run with ``context_window``; the message gives the provider's figures.
+    """
+
+
 class ScriptedLLM:
     """An offline model that replays a script and reports estimated usage.
 

@@ -19,7 +19,7 @@ from .coroutines import run_to_completion
 from .cost import cost_usd
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
 from .hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
-from .llm import Reply, ScriptExhausted, TransientModelError
+from .llm import PromptTooLong, Reply, ScriptExhausted, TransientModelError
 from .messages import Block, assistant_message, transcript_content, user_message
 from .production import ModelRetriesExhausted, call_model_with_retries, failed_usage
 from .replies import accept_reply
@@ -101,8 +101,12 @@ def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
 
 def model_failed(state: RunState, error: Exception, failed: list[dict[str, Any]]) -> Stop:
     """The ``model_error`` stop for a call that raised ``error`` (after ``failed``, its
-    retried attempts, whose usage is counted)."""
+    retried attempts, whose usage is counted); ``context_window`` for
+    :class:`~primer.agents.llm.PromptTooLong`."""
     _count_failed_attempts(state, failed)
+    if isinstance(error, PromptTooLong):  # the request did not fit: the window's stop
+        return Stop(StopCause.CONTEXT_WINDOW, f"the API refused model call "
+                                              f"{state.model_calls + 1}: {safe_str(error)}")
     what = (safe_str(error) if isinstance(error, ModelRetriesExhausted)
             else f"{type(error).__name__}: {safe_str(error)}")
     return Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: {what}")

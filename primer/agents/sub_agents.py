@@ -8,9 +8,13 @@ parent's context small, at the price of the child's own calls.
 
 What the child costs is not hidden: the tool returns a
 :class:`~primer.agents.tools.ToolOutput` carrying the child's usage and dollars, and the loop
-adds them to the parent's running totals, so a child can use up the parent's budget and the
-parent stops on it. A child that stops on its own limit (steps, budget, a hand-off) is
-reported to the parent as an error result naming its stop cause, never as an exception.
+adds them to the parent's running totals. And a child never gets more than the parent has
+left: called from a run, its limits are the smaller of its own and the parent's remaining
+tokens, dollars, model calls and wall-clock seconds (:mod:`primer.agents.allowance`), and
+with a budget from the parent it checks before each call, so the parent cannot overshoot
+through it. Two children running at once share what is left. A child that stops on its own
+limit (steps, budget, a hand-off) is reported to the parent as an error result naming its
+stop cause, never as an exception; one the parent has nothing left for does not run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .agent_loop import run_agent
+from .allowance import current_scope
 from .config import AgentConfig
 from .llm import LLM
 from .result import AgentResult
@@ -40,7 +45,8 @@ class SubAgent:
     ``make_llm()`` builds the child's model for each call (a fresh scripted model, or
     ``lambda: claude`` to share one client); ``tools``, ``system`` and ``config`` are the
     child's own. ``summary_chars`` caps the text returned to the parent (characters).
-    ``runs`` keeps every child :class:`~primer.agents.result.AgentResult` for inspection.
+    ``runs`` keeps every child :class:`~primer.agents.result.AgentResult` for inspection,
+    ``configs`` the config each was run with (its limits after the parent's remainder).
     """
 
     def __init__(self, make_llm: Callable[[], LLM], tools: Iterable[Tool] = (), *,
@@ -52,11 +58,30 @@ class SubAgent:
         self.system, self.config = system, config or AgentConfig(max_steps=6)
         self.summary_chars = summary_chars
         self.runs: list[AgentResult] = []
+        self.configs: list[AgentConfig] = []
 
     def __call__(self, task: str) -> ToolOutput:
-        child = run_agent(self.make_llm(), task, self.tools, system=self.system,
-                          config=self.config)
+        scope = current_scope()
+        if scope is None:  # called outside a run: the child's own limits only
+            return self._report(self._run(task, self.config))
+        given = scope.take()
+        child: AgentResult | None = None
+        try:
+            if (why := given.problem()) is not None:
+                return ToolOutput(f"The helper did not run: {why}.", is_error=True)
+            child = self._run(task, given.limit(self.config))
+            return self._report(child)
+        finally:
+            scope.settle(given, child.usage.total_tokens if child else 0,
+                         child.cost_usd if child else 0.0)
+
+    def _run(self, task: str, config: AgentConfig) -> AgentResult:
+        self.configs.append(config)
+        child = run_agent(self.make_llm(), task, self.tools, system=self.system, config=config)
         self.runs.append(child)
+        return child
+
+    def _report(self, child: AgentResult) -> ToolOutput:
         if child.stop_cause is StopCause.END_TURN and child.final_text is not None:
             return ToolOutput(self._short(child.final_text), child.usage, child.cost_usd)
         return ToolOutput(self._short(f"The helper stopped without an answer "
@@ -75,7 +100,8 @@ def sub_agent_tool(name: str, description: str, make_llm: Callable[[], LLM],
     :class:`SubAgent`; the agent is at ``tool.fn`` (``tool.fn.runs`` holds each child run).
 
     Give it a description that says when to delegate. The child's own ``config`` limits it
-    (default 6 steps and the default budget); its usage also counts in the parent's.
+    (default 6 steps and the default budget), and never beyond what the parent has left;
+    its usage counts in the parent's.
     """
     agent = SubAgent(make_llm, tools, system=system, config=config, summary_chars=summary_chars)
     return Tool(name, description, TASK_SCHEMA, agent)

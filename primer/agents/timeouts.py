@@ -136,7 +136,8 @@ def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
         return _run_inline(watch, fn, _Armed(time.monotonic() + timeout_s, block,
                                              attempts if attempts is not None else [],
                                              timeout_s))
-    job = _WORKERS.submit(fn)
+    context = contextvars.copy_context()  # the caller's context (its current run) goes along
+    job = _WORKERS.submit(lambda: context.run(fn))
     if not job.done.acquire(timeout=timeout_s):
         raise ToolTimeout(timeout_s)
     if job.error is not None:

@@ -22,6 +22,7 @@ the order the model asked for them.
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import functools
 import inspect
@@ -549,13 +550,15 @@ def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
     (``max_workers=1`` runs a turn in request order). A single call runs in the calling thread. One
     failing call never loses its siblings' results: each call's failure is its own error
     result. ``run`` replaces ``registry.run`` for one call (used to add timeouts or hooks).
+    Each call sees the caller's ``contextvars`` (the current run, for a sub-agent).
     """
     run_one = run or registry.run
     if len(tool_uses) <= 1:
         return [run_one(b) for b in tool_uses]
     with ThreadPoolExecutor(max_workers=max(1, min(len(tool_uses), max_workers)),
                             thread_name_prefix="tool") as pool:
-        return list(pool.map(run_one, tool_uses))
+        contexts = [contextvars.copy_context() for _ in tool_uses]  # the caller's, in each
+        return list(pool.map(lambda b, ctx: ctx.run(run_one, b), tool_uses, contexts))
 
 
 def _is_integer(_checker: Any, value: Any) -> bool:

@@ -1,0 +1,75 @@
+"""The figures lesson 12 states about sub-agent budgets and the context checks, computed again."""
+
+from __future__ import annotations
+
+from primer.agents import AgentConfig, ScriptedLLM, StopCause, estimate_tokens, run_agent
+from primer.agents.context import SUMMARY_HEADER, extractive_summary
+from primer.agents.sub_agents import sub_agent_tool
+from primer.scenarios import support
+from primer.scenarios.dense_tokens import DenseTokens
+from primer.scenarios.report import WINDOW, read_page, reader
+
+LIMITS = dict(token_budget=None, max_steps=20, offer_handoff=False, context_window=WINDOW)
+
+
+def investigate_tool(config=None):
+    return sub_agent_tool("investigate", "Hand a log investigation to a helper; it returns "
+                          "a short finding.",
+                          support.make_investigator_llm, [support.read_payment_log],
+                          config=config or AgentConfig(max_steps=6, offer_handoff=False))
+
+
+def test_the_child_gets_the_parents_remaining_1939_of_2220_tokens_and_the_run_stays_within():
+    free = investigate_tool()
+    parent = run_agent(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [free])
+    child = free.fn.runs[0]
+    budget = parent.steps[0].usage.total_tokens + child.usage.total_tokens // 2
+    assert (budget, child.usage.total_tokens) == (2_220, 3_879)
+    capped = investigate_tool()
+    tight = run_agent(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [capped],
+                      config=AgentConfig(token_budget=budget))
+    given, capped_child = capped.fn.configs[0], capped.fn.runs[0]
+    assert given.token_budget == budget - tight.steps[0].usage.total_tokens == 1_939
+    assert given.budget_check == "before"
+    assert capped_child.stop_cause is StopCause.TOKEN_BUDGET
+    assert capped_child.usage.total_tokens == 850
+    assert tight.stop_cause is StopCause.END_TURN
+    assert tight.usage.total_tokens == 1_586 <= budget
+    # what the uncapped child would have taken the run to
+    assert tight.steps[0].usage.total_tokens + child.usage.total_tokens == 4_160
+
+
+def test_with_a_denser_tokenizer_the_stop_comes_after_6_calls_not_8_on_the_reported_count():
+    plain = run_agent(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
+    dense = run_agent(DenseTokens(reader(), 1.5), "Read the report.", [read_page],
+                      config=AgentConfig(**LIMITS))
+    assert plain.stop_cause is dense.stop_cause is StopCause.CONTEXT_WINDOW
+    assert (len(plain.steps), len(dense.steps)) == (8, 6)
+    last = dense.steps[-1]
+    estimate_then = last.prompt_estimate + estimate_tokens(dense.messages[-2:])
+    assert last.usage.input_tokens == 3_225 and estimate_then == 2_566
+    assert estimate_then < int(WINDOW * 0.8) == 3_200 < last.usage.input_tokens
+    assert "3,641 tokens (call 6 reported 3,225; about 416 added since)" in dense.stop_detail
+
+
+def test_the_compaction_numbers_of_the_reader_run():
+    plain = run_agent(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
+    compacted = run_agent(reader(), "Read the report.", [read_page],
+                          config=AgentConfig(**LIMITS, summarizer=extractive_summary))
+    unlimited = run_agent(reader(), "Read the report.", [read_page],
+                          config=AgentConfig(**{**LIMITS, "context_window": 1_000_000}))
+    assert (plain.usage.input_tokens, compacted.usage.input_tokens,
+            unlimited.usage.input_tokens) == (12_208, 18_873, 33_364)
+    assert max(s.usage.input_tokens for s in compacted.steps) == 2_373
+    assert unlimited.steps[-1].usage.input_tokens == 5_065
+
+
+def test_in_a_conversation_the_current_question_is_kept_next_to_the_task_before_the_summary():
+    earlier = run_agent(ScriptedLLM(["Hello; ask me about the report."]), "Hello.")
+    followup = run_agent(reader(), "Now read the whole report, page by page.", [read_page],
+                         messages=earlier.messages,
+                         config=AgentConfig(**LIMITS, summarizer=extractive_summary))
+    texts = [b["text"] for b in followup.messages[0]["content"]]
+    assert followup.stop_cause is StopCause.END_TURN and len(followup.steps) == 13
+    assert texts[:2] == ["Hello.", "Now read the whole report, page by page."]
+    assert texts[2].startswith(SUMMARY_HEADER)
