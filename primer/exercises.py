@@ -37,9 +37,10 @@ What the checks hold the loop to (the course's production loop, reduced to its c
 1. Append each reply to the history exactly as returned, as an ``assistant`` message.
 2. After each reply, read its ``stop_reason`` first, then in order: ``end_turn`` → return
    the text of its text blocks, joined; ``max_tokens`` → stop and run nothing (a cut-off
-   tool call may be half-written); ``refusal`` → stop, the text is not an answer; a running token total past ``token_budget`` → stop before running the
-   reply's tools; the same tool with the same input requested for the
-   :data:`REPEAT_THRESHOLD`-th time → stop with ``loop_detected``.
+   tool call may be half-written); ``refusal`` → stop, the text is not an answer; a running
+   token total past ``token_budget`` → stop before running the reply's tools; the same tool
+   with the same input requested for the :data:`REPEAT_THRESHOLD`-th time → stop with
+   ``loop_detected``.
 3. Otherwise run every ``tool_use`` of the reply and answer them all in ONE ``user``
    message: one ``tool_result`` per call, with the call's id as ``tool_use_id``, in the order
    asked, its ``content`` a string (``json.dumps`` of what the tool returned) or a list of
@@ -50,10 +51,11 @@ What the checks hold the loop to (the course's production loop, reduced to its c
 
 :func:`check_loop` runs the loop once per behaviour in :data:`BEHAVIOURS`, watching it through
 an instrumented model (which checks every request, the tools offered included, as the real
-API would, then the course's rules for the history) and instrumented tools (which record every run). It returns a :class:`LoopReport`:
-one line per behaviour, passed or failed with what was expected and what happened, and a
-score. An exception inside the learner's code is that behaviour's failure, reported with the
-line that raised it; it never escapes :func:`check_loop`.
+API would, then the course's rules for the history) and instrumented tools (which record
+every run). It returns a :class:`LoopReport`: one line per behaviour, passed or failed with
+what was expected and what happened, and a score. An exception inside the learner's code
+is that behaviour's failure, reported with the line that raised it; it never escapes
+:func:`check_loop`.
 """
 
 from __future__ import annotations

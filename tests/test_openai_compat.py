@@ -164,3 +164,11 @@ def test_a_429_through_the_openai_client_is_transient_and_the_loop_retries_it():
                            config=AgentConfig(model_retries=1, sleep=waits.append))
     assert caught.value.retry_after_s == pytest.approx(0.02)
     assert result.stop_cause is StopCause.END_TURN and len(waits) == 1
+
+
+def test_a_context_length_error_through_the_openai_client_stops_with_context_window():
+    with FakeModelServer(ScriptedLLM([text_reply("never sent")])) as srv:
+        srv.fail_next(400, message="This model's maximum context length is 8192 tokens.")
+        result = run_agent(compat(srv), "x" * 50, [lookup])
+    assert result.stop_cause is StopCause.CONTEXT_WINDOW and result.steps == []
+    assert "maximum context length" in result.stop_detail and ran == []

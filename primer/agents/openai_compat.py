@@ -37,7 +37,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .llm import PermanentModelError, Reply, TransientModelError, Usage, retry_after_s
+from .llm import (
+    PermanentModelError,
+    PromptTooLong,
+    Reply,
+    TransientModelError,
+    Usage,
+    retry_after_s,
+)
 from .messages import Block, Message, text_block, tool_result_block, tool_use_block
 
 #: finish_reason → our stop_reason.
@@ -225,8 +232,9 @@ class OpenAICompatLLM:
     (e.g. ``http://localhost:11434/v1`` for Ollama, ``http://localhost:8000/v1`` for vLLM)
     and ``api_key`` (local servers accept any), with ``max_retries`` (default 0: the loop
     retries). Errors map like :class:`~primer.agents.claude.ClaudeLLM`'s: 408/409/429/5xx
-    and connection errors raise :class:`TransientModelError`; a context-length error gives a
-    ``model_context_window_exceeded`` reply; others raise :class:`PermanentModelError`.
+    and connection errors raise :class:`TransientModelError`; a context-length error raises
+    :class:`~primer.agents.llm.PromptTooLong` (no reply exists; the run stops with
+    ``context_window``); others raise :class:`PermanentModelError`.
     Raises :class:`PermanentModelError` at construction when ``openai`` is not installed.
     """
 
@@ -267,7 +275,7 @@ class OpenAICompatLLM:
                                           retry_after_s=retry_after_s(
                                               e.response.headers)) from e
             if "context_length" in str(e.body) or "context length" in e.message.lower():
-                return Reply([], "model_context_window_exceeded", Usage(), self.model)
+                raise PromptTooLong(f"the server answered {status}: {e.message}") from e
             raise PermanentModelError(f"the server answered {status}: {e.message}") from e
         return reply_from_chat_completion(completion.model_dump(mode="json"))
 
