@@ -143,9 +143,9 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
                             prompt_estimate, latency_s, [], failed))
     state.append(assistant_message(reply.content or transcript_content(reply.content)))
-    if state.on_event is not None:  # building the event costs a dict per step: skip unread
-        state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
-                   reply=reply.to_dict(), latency_s=latency_s)
+    if state.on_event is not None:  # (the event's dicts are built only for a listener)
+        state.on_event("model_call", {"step": n, "prompt_estimate": prompt_estimate,
+                                      "reply": reply.to_dict(), "latency_s": latency_s})
     if state.hooks:
         for hook, error in after_reply_hooks(state.hooks, reply):
             state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
@@ -338,8 +338,8 @@ def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> 
             state.add_usage(e.usage, e.cost_usd)
         if e.error_kind != "not_run":
             state.recent_errors.append(e.is_error)
-        if state.on_event is not None:
-            state.emit("tool_execution", step=index, **e.to_dict())
+        if state.on_event is not None:  # (a dict: unpacking one into keywords costs more)
+            state.on_event("tool_execution", {"step": index, **e.to_dict()})
 
 
 # ---------------------------------------------------------------- pausing and finishing
