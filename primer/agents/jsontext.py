@@ -7,6 +7,9 @@ set-up is most of the cost. :func:`compact` and :func:`compact_sorted` return ex
 text those calls return, and raise what they raise (``TypeError`` for a value JSON cannot
 encode, ``ValueError`` for a circular one), from one encoder each. Where the C encoder is
 missing (another Python implementation) they fall back to a cached ``json.JSONEncoder``.
+
+:func:`compact_length`, the size of that text (what the characters/4 token estimate counts,
+twice a step), is measured on orjson's text, several times faster to make.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 try:
     from json.encoder import c_make_encoder, encode_basestring
@@ -47,3 +52,27 @@ def _encoder(sort_keys: bool) -> Callable[[Any], str]:
 compact = _encoder(sort_keys=False)
 #: The same with ``sort_keys=True``.
 compact_sorted = _encoder(sort_keys=True)
+
+
+#: orjson hands these to ``default`` (none given: ``TypeError``), so they go the standard
+#: library's way: dataclasses and dates (orjson would write them, json.dumps refuses them)
+#: and subclasses of str, int, dict and list (json.dumps writes them its own way).
+_AS_JSON_DUMPS = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                  | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def compact_length(obj: Any) -> int:
+    """``len(compact(obj))``, measured on orjson's compact text (UTF-8, counted in characters).
+
+    The two texts are the same but for a few numbers: orjson writes a float between 1e-9
+    and 1e-4 in full (``0.00001``, not ``1e-05``) or with a one-digit exponent (``1e-7``,
+    not ``1e-07``), and NaN or an infinity as ``null``. What orjson refuses (an integer
+    past 64 bits, a key that is not a string, a lone surrogate) and what it would write
+    but json.dumps does not (:data:`_AS_JSON_DUMPS`) is measured on :func:`compact`, which
+    raises what json.dumps raises.
+    """
+    try:
+        text = orjson.dumps(obj, option=_AS_JSON_DUMPS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return len(compact(obj))
+    return len(text) if text.isascii() else len(text.decode("utf-8"))

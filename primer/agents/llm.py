@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .bounded import safe_repr
-from .jsontext import compact
+from .jsontext import compact_length
 from .messages import (
     Block,
     Message,
@@ -198,8 +198,7 @@ def estimate_tokens(obj: Any) -> int:
     """
     if obj is None:
         return 0
-    text = obj if isinstance(obj, str) else compact(obj)  # (json.dumps, compact, but fast)
-    return math.ceil(len(text) / 4)
+    return math.ceil((len(obj) if isinstance(obj, str) else compact_length(obj)) / 4)
 
 
 def text_reply(text: str, stop_reason: str = "end_turn", *, thinking: str | None = None

@@ -39,7 +39,6 @@ def call_model(state: RunState) -> Stop | None:
     work so far is kept) or returned something the loop cannot act on, else ``None``.
     :class:`~primer.agents.llm.ScriptExhausted` (a bug in a script) propagates.
     """
-    c, n = state.config, state.model_calls + 1
     assert state.llm is not None, "call_model needs state.llm"
     prompt_estimate = state.prompt_estimate
     failed: list[dict[str, Any]] = []  # transient failures of this call, retried
@@ -49,9 +48,11 @@ def call_model(state: RunState) -> Stop | None:
         try:  # the first attempt; a transient error goes on to the retries
             raw = ask_model(state)
         except TransientModelError as e:
+            c = state.config
             raw = call_model_with_retries(
                 lambda: ask_model(state), retries=c.model_retries, policy=c.retry,
-                sleep=c.sleep, key=f"model-call-{n}", failed=failed, first=e)
+                sleep=c.sleep, key=f"model-call-{state.model_calls + 1}", failed=failed,
+                first=e)
     except ScriptExhausted:
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
@@ -144,11 +145,11 @@ def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s:
     state.add_usage(reply.usage, cost_usd(reply.usage, c.prices_for(reply.model))
                     if c.model_prices else None)
     state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
-                            prompt_estimate, latency_s, model_retries=failed))
+                            prompt_estimate, latency_s, [], failed))
     state.append(assistant_message(reply.content or transcript_content(reply.content)))
-    if state.on_event is not None:  # building the event costs a dict per step: skip unread
-        state.emit("model_call", step=n, prompt_estimate=prompt_estimate,
-                   reply=reply.to_dict(), latency_s=latency_s)
+    if state.on_event is not None:  # (the event's dicts are built only for a listener)
+        state.on_event("model_call", {"step": n, "prompt_estimate": prompt_estimate,
+                                      "reply": reply.to_dict(), "latency_s": latency_s})
     if state.hooks:
         for hook, error in after_reply_hooks(state.hooks, reply):
             state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
@@ -341,8 +342,8 @@ def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> 
             state.add_usage(e.usage, e.cost_usd)
         if e.error_kind != "not_run":
             state.recent_errors.append(e.is_error)
-        if state.on_event is not None:
-            state.emit("tool_execution", step=index, **e.to_dict())
+        if state.on_event is not None:  # (a dict: unpacking one into keywords costs more)
+            state.on_event("tool_execution", {"step": index, **e.to_dict()})
 
 
 # ---------------------------------------------------------------- pausing and finishing

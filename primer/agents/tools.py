@@ -328,12 +328,13 @@ class ToolExecution:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input,
-                "content": self.content, "is_error": self.is_error,
-                "error_kind": self.error_kind, "latency_s": self.latency_s,
-                "attempts": self.attempts, "attempt_log": self.attempt_log,
-                **({"usage": self.usage.to_dict(), "cost_usd": self.cost_usd}
-                   if self.usage is not None else {})}
+        d = {"tool_use_id": self.tool_use_id, "name": self.name, "input": self.input,
+             "content": self.content, "is_error": self.is_error, "error_kind": self.error_kind,
+             "latency_s": self.latency_s, "attempts": self.attempts,
+             "attempt_log": self.attempt_log}
+        if self.usage is not None:
+            d["usage"], d["cost_usd"] = self.usage.to_dict(), self.cost_usd
+        return d
 
 
 class ToolRegistry:
