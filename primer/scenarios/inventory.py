@@ -296,7 +296,7 @@ def unguarded_projection(days: float = STORY_DAYS,
     harness that keeps only the latest exchange (a memory window); with the whole history
     each call would cost more and the context window would end the run within hours. The
     per-call usage is measured from a two-call run of the story's own scripted model, at the
-    production lesson's prices (5 / 25 USD per million input / output tokens).
+    course's default prices (``Prices()``: 5 / 25 USD per million input / output tokens).
     """
     clock = ManualClock()
     run = run_agent(ScriptedLLM(story_policy), TASK, [InventoryAPI().tool()], system=SYSTEM,
