@@ -280,7 +280,8 @@ def handle_with_agent(ticket: Ticket) -> Outcome:
 
 def compare(tickets: list[Ticket] | None = None) -> list[dict[str, Any]]:
     """One row per approach over ``tickets`` (default all five): model calls, input and
-    output tokens, cost in USD (at the course's default prices, ``Prices()``: 5 / 25 USD per million input / output tokens) and successes."""
+    output tokens, cost in USD (at the course's default prices, ``Prices()``: 5 / 25 USD per
+    million input / output tokens) and successes."""
     rows = []
     for approach, handle in (("workflow", handle_with_workflow), ("agent", handle_with_agent)):
         outs = [handle(t) for t in tickets or TICKETS]
