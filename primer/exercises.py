@@ -47,7 +47,8 @@ What the checks hold the loop to (the course's production loop, reduced to its c
    text blocks. A failure (unknown tool, bad arguments, the function raising) is a result with
    ``"is_error": True`` whose content says what went wrong (an unknown tool lists the real
    ones), never an exception that ends the run.
-4. Make at most ``max_steps`` model calls; then stop with ``max_steps``.
+4. Make at most ``max_steps`` model calls; then stop with ``max_steps``, without running
+   the last reply's tools (no model call would read their results).
 
 :func:`check_loop` runs the loop once per behaviour in :data:`BEHAVIOURS`, watching it through
 an instrumented model (which checks every request, the tools offered included, as the real
@@ -674,6 +675,10 @@ def judge_repeats(run: Run) -> str | None:
     if run.calls > REPEAT_THRESHOLD:
         return (f"detected the loop only after {_calls(run.calls)}; stop on request "
                 f"{REPEAT_THRESHOLD} of the same call")
+    late = [name for after, name, _ in run.tool_runs if after >= REPEAT_THRESHOLD]
+    if late:
+        return (f"ran the repeated {late[0]} call of request {REPEAT_THRESHOLD} before "
+                f"stopping; check repeats before running tools, so the repeated call never runs")
     return None
 
 
@@ -693,6 +698,10 @@ def judge_wanders(run: Run, max_steps: int) -> str | None:
         return (f"stopped with 'max_steps' after {_calls(run.calls)} with "
                 f"max_steps={max_steps}; the model had not finished, so make all "
                 f"{max_steps} calls before stopping")
+    late = [name for after, name, _ in run.tool_runs if after >= max_steps]
+    if late:
+        return (f"ran the {late[0]} call of reply {max_steps}, the last the limit allows; no "
+                f"model call would read its result, so stop with 'max_steps' before running it")
     return None
 
 
@@ -707,7 +716,8 @@ def ran_past_budget(run: Run, budget: int) -> str | None:
     if late:
         return (f"reply {crossed} took the total to {run.tokens[crossed - 1]:,} tokens, past "
                 f"the {budget:,}-token budget, and its {late[0]} call still ran; check the "
-                f"budget before running tools")
+                f"budget before running tools (it counts input + output tokens, summed over "
+                f"every reply so far)")
     return None
 
 

@@ -7,7 +7,8 @@ def my_loop(model, task, tools, *, max_steps, token_budget):
     messages = [{"role": "user", "content": task}]
     used = 0
     seen = {}
-    for _ in range(max_steps):
+    last = max_steps
+    for step in range(1, last + 1):
         reply = model(messages, tools.definitions)
         messages.append({"role": "assistant", "content": reply["content"]})
         used += reply["usage"]["input_tokens"] + reply["usage"]["output_tokens"]
@@ -24,6 +25,8 @@ def my_loop(model, task, tools, *, max_steps, token_budget):
             seen[k] = seen.get(k, 0) + 1
             if seen[k] >= 3:
                 return {"answer": None, "stop_cause": "loop_detected"}
+        if step == last:
+            break  # the step limit: no model call would read these tools' results
         results = []
         for u in uses:
             if u["name"] not in tools:

@@ -32,7 +32,9 @@ HURRIED = {
                          'messages.extend({"role": "tool", "tool_use_id": r["tool_use_id"], '
                          '"content": r["content"]} for r in results)',
                          "tool results go back as tool_result blocks in a user message"),
-    "has no step limit": ("for _ in range(max_steps):", "while True:", "it needs a step limit"),
+    "has no step limit": ("last = max_steps", "last = 10**6", "it needs a step limit"),
+    "runs the last reply's tools": ("if step == last:", "if False:",
+                                    "stop with 'max_steps' before running it"),
     "keeps only the text": ('messages.append({"role": "assistant", "content": reply["content"]})',
                             'messages.append({"role": "assistant", "content": " ".join('
                             'b.get("text", "") for b in reply["content"])})',

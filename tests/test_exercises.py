@@ -69,11 +69,15 @@ def make_loop(fault: str | None = None):
             if over and fault != "budget_checked_after_tools":
                 return finish(None, "token_budget", fault)
             calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+            repeated = False
             for call in calls:
                 key = json.dumps([call["name"], call["input"]], sort_keys=True)
                 requests[key] = requests.get(key, 0) + 1
-                if requests[key] >= REPEAT_THRESHOLD and fault != "no_loop_detection":
-                    return finish(None, "loop_detected", fault)
+                repeated |= requests[key] >= REPEAT_THRESHOLD and fault != "no_loop_detection"
+            if repeated and fault != "loop_detected_after_tools":
+                return finish(None, "loop_detected", fault)
+            if step == steps and fault not in ("no_step_limit", "runs_last_allowed_tools"):
+                return finish(None, "max_steps", fault)  # no call would read these results
             results = [run_tool(tools, call, fault) for call in calls]
             if fault == "drops_failed_results":
                 results = [r for r in results if not r["is_error"]]
@@ -90,6 +94,8 @@ def make_loop(fault: str | None = None):
                 messages.append({"role": "user", "content": results})
             if over:
                 return finish(None, "token_budget", fault)
+            if repeated:
+                return finish(None, "loop_detected", fault)
         return finish(None, "max_steps", fault)
 
     loop.__name__ = f"loop_{fault or 'correct'}"
@@ -152,6 +158,10 @@ GALLERY = {
     "refusal_as_answer": (["refusal"], "a refusal is not an answer"),
     "no_loop_detection": (["model that repeats itself"],
                           "stop with 'loop_detected' on request 3"),
+    "loop_detected_after_tools": (["model that repeats itself"],
+                                  "check repeats before running tools"),
+    "runs_last_allowed_tools": (["model that wanders"],
+                                "stop with 'max_steps' before running it"),
     # the request validator's faults: each is a request the Messages API refuses
     "raw_dict_content": ([n for n in WITH_TOOLS if n not in ("tool that raises",
                                                               "model that repeats itself",
