@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .bounded import UnreadableFile, check_writable
 from .config import AgentConfig
 from .hooks import Hooks
 from .llm import LLM, Usage
@@ -269,7 +270,12 @@ def _check_id(session_id: Any) -> None:
 def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection to the store at ``path`` in a transaction (committed at the end, rolled
     back on an exception), closed afterwards. ``SessionError`` for a file that is not a
-    session store this version reads."""
+    session store this version reads, or a path that is not a regular file (a FIFO would
+    block SQLite forever; :func:`~primer.agents.bounded.check_writable`)."""
+    try:
+        check_writable(path)
+    except UnreadableFile as e:
+        raise SessionError(f"cannot open the session store {e}") from None
     try:
         db = (sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                               timeout=BUSY_TIMEOUT_S, isolation_level=None) if read_only
