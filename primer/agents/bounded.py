@@ -185,7 +185,7 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     if not stat.S_ISREG(info.st_mode):
         linked = " (behind a symbolic link)" if os.path.islink(p) else ""
         raise UnreadableFile(path, f"is {_kind(info.st_mode)}{linked}, not a regular file; "
-                                   f"only regular files are written")
+                                   f"only a regular file (or a new one) is used here")
 
 
 def decode_utf8(data: bytes) -> str:
