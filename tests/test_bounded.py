@@ -112,3 +112,32 @@ def test_valid_text_joins_a_written_out_pair_and_replaces_a_lone_surrogate():
     assert valid_text("a\ud83d\ude00b\udc80") == "a\U0001f600b\ufffd"
     text = "plain"
     assert valid_text(text) is text
+
+
+def test_check_writable_takes_a_regular_file_or_nothing(tmp_path):
+    from primer.agents.bounded import check_writable
+
+    (tmp_path / "a").write_text("x")
+    os.symlink(tmp_path / "a", tmp_path / "link")
+    for ok in ("a", "link", "absent"):
+        check_writable(tmp_path / ok)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dangling link", "device"])
+def test_check_writable_refuses_what_would_block_or_write_elsewhere(tmp_path, kind):
+    from primer.agents.bounded import check_writable
+
+    path = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "dangling link":
+        os.symlink(tmp_path / "nowhere", path)
+    else:
+        path = "/dev/null"
+    with pytest.raises(UnreadableFile) as e:
+        check_writable(path)
+    assert {"fifo": "FIFO", "directory": "a directory", "dangling link": "does not exist",
+            "device": "a device"}[kind] in str(e.value)
+    assert not (tmp_path / "nowhere").exists()

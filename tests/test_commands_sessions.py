@@ -68,10 +68,10 @@ def test_a_path_that_does_not_exist_is_one_line_and_exit_code_2(capsys, tmp_path
     assert line == f"sessions show: {tmp_path / 'nope'} does not exist"
 
 
-def test_a_file_that_is_not_a_store_is_one_line_and_exit_code_1(capsys, tmp_path):
+def test_a_file_that_is_not_a_store_is_one_line_and_exit_code_2(capsys, tmp_path):
     bad = tmp_path / "notes.txt"
     bad.write_text("hello\n" * 200)
-    line = one_line_error(capsys, ["sessions", "list", str(bad)], 1)
+    line = one_line_error(capsys, ["sessions", "list", str(bad)], 2)
     assert line.startswith(f"sessions list: {bad} is not a session store")
 
 
@@ -87,7 +87,7 @@ def test_show_prints_the_turns_and_the_conversation(capsys, store_dir):
 
 def test_show_of_an_unknown_session_names_the_known_ones(capsys, store_dir):
     directory, _ = store_dir
-    line = one_line_error(capsys, ["sessions", "show", str(directory), "nope"], 1)
+    line = one_line_error(capsys, ["sessions", "show", str(directory), "nope"], 2)
     assert line.endswith("it holds support-42, later") or line.endswith(
         "it holds later, support-42")
 

@@ -290,3 +290,52 @@ def test_a_run_its_caller_cancelled_is_not_a_failure(tmp_path):
     assert result.stop_cause is StopCause.CANCELLED
     d = diagnose(path)
     assert d.findings == [] and d.verdict.startswith("cancelled by its caller")
+
+
+@pytest.mark.parametrize("block, field", [
+    ({"type": "tool_use", "id": [], "name": "g", "input": {}}, "tool_use"),
+    ({"type": "tool_use", "id": "t1", "name": {}, "input": {}}, "tool_use"),
+    ({"type": "tool_use", "id": "t1", "name": "g", "input": "x"}, "tool_use"),
+])
+def test_a_conversation_with_a_forged_tool_use_is_one_line_and_exit_2(tmp_path, capsys, block,
+                                                                      field):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": [block]}]}))
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"messages[1].content[0] is a {field}" in err
+
+
+def test_a_tool_result_whose_id_is_not_a_string_is_refused(tmp_path):
+    from primer.agents.trace import TraceError
+
+    with pytest.raises(TraceError, match=r"messages\[2\].content\[0\] is a tool_result"):
+        read_conversation([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "g",
+                                               "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": 5}]}])
+
+
+def test_the_report_names_the_file_not_its_whole_path():
+    path = gallery_path(next(iter(GALLERY)))
+    first = diagnose(path).report().splitlines()[0]
+    assert first.startswith(f"{path.name}: ") and str(path.parent) not in first
+
+
+def test_tool_inputs_are_checked_with_one_checker_per_tool_not_one_per_call(monkeypatch):
+    import primer.agents.diagnosis as diagnosis
+
+    built = []
+    real = diagnosis.Tool
+
+    def counting(*args, **kwargs):
+        built.append(args[0])
+        return real(*args, **kwargs)
+
+    trace = load_trace(gallery_path("repeats"))
+    calls = sum(len(s.reply.tool_uses) for s in trace.steps())
+    monkeypatch.setattr(diagnosis, "Tool", counting)
+    diagnose(trace)
+    assert calls > len(trace.tools) and len(built) == len(trace.tools)

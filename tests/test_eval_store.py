@@ -208,3 +208,25 @@ def test_a_killed_run_resumes_from_its_file_and_ends_with_every_trial_once(tmp_p
     ran = {(line.split("/")[0], 0) for line in log.read_text().split()}
     assert ran.isdisjoint(done_before) and len(ran) + len(done_before) == 40
     assert sorted(r.task for r in report.rows) == sorted(t.name for t in tasks)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cost_usd", "x"), ("input_tokens", "x"), ("output_tokens", 1.5), ("steps", True),
+    ("latency_s", None), ("stop_cause", 5), ("task", ["a"]), ("path", ["a", 1]),
+    ("scores", {"a": "yes"}), ("steps", -1), ("extra", 1)])
+def test_a_wrong_typed_field_is_one_line_naming_the_row_and_field(tmp_path, capsys, field,
+                                                                   value):
+    from primer.__main__ import main
+
+    path = tmp_path / "r.jsonl"
+    argv = ["eval", "--relay-tasks", "1", "--results", str(path), "--summary-only",
+            "--no-progress"]
+    assert main(argv) == 0
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1]) | {field: value}
+    path.write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n")
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "line 2 is not an eval row" in err and field in err

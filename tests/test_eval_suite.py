@@ -122,3 +122,19 @@ def test_a_file_that_is_no_suite_is_a_one_line_error(tmp_path, name, content, me
         path.write_text(content)
     with pytest.raises(SuiteError, match=message):
         load_suite(path)
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000, "".join("  " * i + "-\n" for i in range(300)),
+                                     "tasks: " + "{a: " * 5_000 + "1" + "}" * 5_000])
+def test_yaml_nested_past_the_json_limit_is_refused_not_a_recursion_error(tmp_path, content):
+    path = tmp_path / "deep.yaml"
+    path.write_text(content)
+    with pytest.raises(SuiteError, match=r"nested deeper than 100 levels \(line \d+"):
+        load_suite(path)
+
+
+def test_yaml_nested_within_the_limit_still_loads(tmp_path):
+    task = {**SUITE["tasks"][0], "meta": {"demo": "orders",
+                                          "x": json.loads("[" * 90 + "]" * 90)}}
+    path = write(tmp_path, {"defaults": SUITE["defaults"], "tasks": [task]})
+    assert [t.name for t in load_suite_file(path)] == ["orders-total"]

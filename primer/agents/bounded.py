@@ -7,7 +7,8 @@ Either can be hostile. Three functions hold every limit, so no reader grows its 
   :data:`MAX_FILE_BYTES` bytes. A directory, a FIFO (which would block the reader forever),
   a device such as ``/dev/zero`` (which never ends) or a socket is refused, also behind a
   symbolic link, before a byte is read; a file that grows past the limit while it is read is
-  refused too.
+  refused too. :func:`check_writable` holds the same rule for a file about to be written
+  or an SQLite database about to be opened: a regular file or nothing.
 * :func:`parse_json` parses JSON text with the limits below: nesting at most
   :data:`MAX_DEPTH` arrays and objects deep, integers of at most :data:`MAX_INT_DIGITS`
   digits, no ``NaN`` or ``Infinity`` (not JSON), no number too large for a float (``1e400``).
@@ -161,6 +162,30 @@ def _open_regular(path: str | os.PathLike[str], limit: int) -> int:
         os.close(fd)
         raise UnreadableFile(path, f"is {_kind(opened.st_mode)}, not a regular file")
     return fd
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Refuse ``path`` as a file to write (or an SQLite database to open) unless it is a
+    regular file or nothing at all, so a write can neither block nor land elsewhere.
+
+    Raises :class:`UnreadableFile` when ``path`` is a directory, a FIFO (opening one for
+    writing blocks until a reader comes), a device or a socket, also behind a symbolic link,
+    and when it is a symbolic link to nothing (writing would create the link's target).
+    """
+    p = os.fspath(path)
+    try:
+        info = os.stat(p)
+    except FileNotFoundError:
+        if os.path.islink(p):
+            raise UnreadableFile(path, f"is a symbolic link to {os.readlink(p)}, which does "
+                                       f"not exist; give the file itself") from None
+        return
+    except OSError as e:
+        raise UnreadableFile(path, f"cannot be used ({e.strerror or e})") from None
+    if not stat.S_ISREG(info.st_mode):
+        linked = " (behind a symbolic link)" if os.path.islink(p) else ""
+        raise UnreadableFile(path, f"is {_kind(info.st_mode)}{linked}, not a regular file; "
+                                   f"only a regular file (or a new one) is used here")
 
 
 def decode_utf8(data: bytes) -> str:

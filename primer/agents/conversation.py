@@ -167,7 +167,7 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
                     events.append({"event": "tool_execution", "step": step,
                                    "tool_use_id": str(b.get("tool_use_id")),
                                    "name": str(call.get("name", "?")),
-                                   "input": call.get("input"),
+                                   "input": call.get("input", {}),
                                    "content": _result_text(b.get("content")),
                                    "is_error": bool(b.get("is_error")), "error_kind": None,
                                    "attempts": 1, "latency_s": 0.0})
@@ -230,6 +230,15 @@ def _checked_messages(where: str, messages: Any) -> list[Message]:
                 if b["type"] == "text" and not isinstance(b.get("text"), str):
                     raise TraceError(f"{where}: messages[{k}].content[{j}] is a text block "
                                      f"whose text is not a string.")
+                if b["type"] == "tool_use" and not (
+                        isinstance(b.get("id"), str) and isinstance(b.get("name"), str)
+                        and isinstance(b.get("input"), dict)):
+                    raise TraceError(f"{where}: messages[{k}].content[{j}] is a tool_use "
+                                     f"block whose id and name must be strings and input an "
+                                     f"object.")
+                if b["type"] == "tool_result" and not isinstance(b.get("tool_use_id"), str):
+                    raise TraceError(f"{where}: messages[{k}].content[{j}] is a tool_result "
+                                     f"block whose tool_use_id must be a string.")
     if messages[0]["role"] != "user":
         raise TraceError(f"{where}: messages[0] must be the user's task (role 'user').")
     return messages

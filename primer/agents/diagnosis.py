@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from .config import AgentConfig
@@ -181,8 +182,9 @@ class Diagnosis:
         return f"healthy, no failure mode shows; {self.ended}"
 
     def report(self) -> str:
-        """The diagnosis as text: one line per finding, then the verdict and any notes."""
-        lines = [f"{self.source}: {self.kind}, {self.calls} model "
+        """The diagnosis as text: the file's name (not its whole path), one line per finding,
+        then the verdict and any notes."""
+        lines = [f"{Path(self.source).name or self.source}: {self.kind}, {self.calls} model "
                  f"call{'s' if self.calls != 1 else ''}"]
         lines += [f.line() for f in self.findings]
         lines.append(f"verdict: {self.verdict}")
@@ -333,6 +335,7 @@ class _Reading:
         offered = {t.get("name"): t for t in self.trace.tools if isinstance(t, dict)}
         if not offered:
             return []
+        checkers = {name: _checker(d) for name, d in offered.items()}  # one per schema
         unknown: list[tuple[int, Any]] = []
         unchecked: list[tuple[int, Any, str]] = []
         for s in self.steps:
@@ -342,7 +345,8 @@ class _Reading:
                 if name not in offered:
                     unknown.append((s.index, name))
                     continue
-                problem = _input_problem(offered[name], b.get("input"))
+                checker = checkers[name]
+                problem = checker.input_errors(b.get("input")) if checker else None
                 result = ran.get(b.get("id"))
                 if problem and result is not None and not result.get("is_error"):
                     unchecked.append((s.index, name, problem))
@@ -475,13 +479,15 @@ class _Reading:
         return what_if(self.trace, **setting)
 
 
-def _input_problem(definition: dict[str, Any], args: Any) -> str | None:
+def _checker(definition: dict[str, Any]) -> Tool | None:
+    """A tool that checks inputs against ``definition``'s ``input_schema`` (built once per
+    definition: building one checks the schema itself), or ``None`` for a schema that
+    cannot be checked (no evidence either way)."""
     try:
-        t = Tool(str(definition.get("name")), "", definition.get("input_schema")
-                 or {"type": "object"}, lambda **_: None)
+        return Tool(str(definition.get("name")), "", definition.get("input_schema")
+                    or {"type": "object"}, lambda **_: None)
     except Exception:  # noqa: BLE001 - a schema we cannot check is not evidence
         return None
-    return t.input_errors(args)
 
 
 # ------------------------------------------------------------ numbers in text

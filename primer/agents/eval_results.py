@@ -26,11 +26,17 @@ the 95% interval of the success rate
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from .bounded import safe_repr
 
 #: The normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
@@ -85,8 +91,44 @@ class EvalRow:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalRow:
-        """The row back from :meth:`to_dict`; ``TypeError`` / ``KeyError`` for a wrong shape."""
+        """The row back from :meth:`to_dict`, each field checked against its type (pydantic,
+        strict: ``"x"`` is no ``cost_usd``, ``true`` no ``steps``) and the counts, cost and
+        time from 0. Raises ``TypeError`` for a row that is not a dict, ``ValueError``
+        naming the first missing, wrong or unknown field (one line)."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a row is an object of fields, not {type(d).__name__}")
+        adapters = _row_adapters()
+        unknown = sorted(set(d) - set(adapters))
+        if unknown:
+            raise ValueError(f"unknown field {safe_repr(unknown[0])}")
+        for name, adapter in adapters.items():
+            if name not in d:
+                if _FIELDS[name].default is MISSING and \
+                        _FIELDS[name].default_factory is MISSING:
+                    raise ValueError(f"the field {name!r} is missing")
+                continue
+            try:
+                adapter.validate_python(d[name], strict=True)
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = "".join(f"[{k!r}]" for k in first["loc"])
+                raise ValueError(f"{name}{where}: {first['msg']} (got "
+                                 f"{safe_repr(d[name], 40)})") from None
+            if name in _FROM_ZERO and d[name] < 0:
+                raise ValueError(f"{name} must be from 0 (got {d[name]!r})")
         return cls(**d)
+
+
+#: The fields of a row that count or measure something, so never below 0.
+_FROM_ZERO = frozenset({"steps", "input_tokens", "output_tokens", "cost_usd", "latency_s",
+                        "trial"})
+_FIELDS = {f.name: f for f in fields(EvalRow)}
+
+
+@functools.cache
+def _row_adapters() -> dict[str, TypeAdapter[Any]]:
+    """One pydantic validator per :class:`EvalRow` field, from its annotation."""
+    return {name: TypeAdapter(hint) for name, hint in typing.get_type_hints(EvalRow).items()}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

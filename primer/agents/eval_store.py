@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .bounded import UnreadableFile, open_bounded, parse_json
+from .bounded import UnreadableFile, check_writable, open_bounded, parse_json
 from .eval_results import EvalRow, EvalSummary
 
 FORMAT_NAME = "primer-evals"
@@ -61,8 +61,14 @@ class ResultsFile:
         With ``resume`` and an existing non-empty file, its header must be a primer results
         header of the same suite (else :class:`EvalResultsError`, file untouched) and its
         rows are counted as done. Otherwise the file is created (or emptied) with a new
-        header. Raises ``OSError`` when the file cannot be written.
+        header. Raises :class:`EvalResultsError` for a path that is neither a regular file
+        nor absent (a FIFO, a dangling symbolic link), ``OSError`` when the file cannot be
+        written.
         """
+        try:
+            check_writable(self.path)
+        except UnreadableFile as e:
+            raise EvalResultsError(str(e)) from None
         sid = suite_id(names)
         done: set[tuple[str, int]] = set()
         if resume and self.path.is_file() and self.path.stat().st_size > 0:

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .bounded import JSONRefused, UnreadableFile, parse_json, read_text
+from .bounded import MAX_DEPTH, JSONRefused, UnreadableFile, parse_json, read_text
 from .config import AgentConfig
 from .evals import EvalTask
 from .llm import LLM
@@ -146,8 +146,25 @@ def _read(path: Path) -> Any:
             raise SuiteError(f"{path}: {e.reason}") from None
     import yaml
 
+    class BoundedLoader(yaml.SafeLoader):
+        """PyYAML's safe loader, refusing nodes nested deeper than the JSON limit (its
+        composer recurses once per level: 100,000 brackets would exhaust the stack)."""
+
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise SuiteError(f"{path}: nested deeper than {MAX_DEPTH} levels (line "
+                                     f"{mark.line + 1} column {mark.column + 1})")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as e:
         raise SuiteError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
 

@@ -58,6 +58,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
+from .llm import Usage
 from .streaming import DELTA_KINDS
 from .trace import Trace, load_trace, redact
 
@@ -109,10 +110,9 @@ def _json(value: Any) -> str:
 
 
 def _usage_attributes(usage: dict[str, Any]) -> dict[str, int]:
-    read = int(usage.get("cache_read_input_tokens", 0))
-    creation = int(usage.get("cache_creation_input_tokens", 0))
-    return {INPUT_TOKENS: int(usage.get("input_tokens", 0)) + read + creation,
-            OUTPUT_TOKENS: int(usage.get("output_tokens", 0)),
+    u = Usage.from_dict(usage)  # a missing or null count is 0, as everywhere
+    read, creation = u.cache_read_input_tokens, u.cache_creation_input_tokens
+    return {INPUT_TOKENS: u.input_tokens + read + creation, OUTPUT_TOKENS: u.output_tokens,
             CACHE_READ: read, CACHE_CREATION: creation}
 
 

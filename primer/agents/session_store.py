@@ -37,16 +37,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .bounded import (
+    JSONRefused,
+    UnreadableFile,
+    check_writable,
+    json_problem,
+    parse_json,
+    safe_repr,
+)
 from .config import AgentConfig
 from .hooks import Hooks
 from .llm import LLM, Usage
 from .messages import Message
+from .request_check import messages_problems
 from .session import Session, SessionError, Turn, new_session_id
 from .state import StopCause
 from .tools import Tool, ToolRegistry
 
 FILE_NAME = "sessions.sqlite3"
 SCHEMA_VERSION = 1
+#: The tables of a session store (see the module docstring).
+TABLES = frozenset({"sessions", "messages", "turns"})
 #: Seconds a save waits for another process that holds the file's write lock.
 BUSY_TIMEOUT_S = 10.0
 #: What a session id may be: letters, digits and ``._:@-``, at most 128 characters.
@@ -117,7 +128,8 @@ class SessionStore:
     ``directory`` is created if its parent exists; the file on first use. ``clock`` gives
     the times recorded (seconds since the epoch; pass a fixed one for output that must not
     change between runs). Raises :class:`SessionError` when the directory cannot be used or
-    the file is not a session store this version can read.
+    the file is not a session store this version can read; a store that lost one of its
+    :data:`TABLES` is refused as damaged, never made again.
     """
 
     def __init__(self, directory: str | Path, *, clock: Callable[[], float] = time.time) -> None:
@@ -135,8 +147,15 @@ class SessionStore:
             except OSError as e:
                 raise SessionError(f"cannot create {directory}: {e.strerror or e}") from None
         with self._db() as db:
-            db.executescript(_SCHEMA)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")}
+            if not tables:  # a new file (or an empty one): make the store
+                db.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; "
+                                 f"COMMIT;")
+            elif not TABLES <= tables:  # never re-create what was lost: refuse
+                missing = ", ".join(sorted(TABLES - tables))
+                raise SessionError(f"{self.path} has no {missing} table: the store is damaged "
+                                   f"(or not a session store); nothing was changed")
         #: per session id: (messages as last saved or loaded, turns saved)
         self._saved: dict[str, tuple[list[Message], int]] = {}
 
@@ -178,7 +197,7 @@ class SessionStore:
         ready for the next turn with model ``llm`` and ``tools``. Nothing runs.
 
         Raises :class:`SessionError` for an unknown id or a stored session that cannot be
-        read back.
+        read back (see :meth:`read`); nothing is sent to ``llm`` then.
         """
         stored = self.read(session_id)
         session = Session(llm, tools, system=stored.system, config=config, hooks=hooks,
@@ -190,7 +209,11 @@ class SessionStore:
     def read(self, session_id: str) -> StoredSession:
         """The stored session ``session_id`` as data (no model needed): messages and turns.
 
-        Raises :class:`SessionError` for an unknown id or rows that cannot be read back.
+        Raises :class:`SessionError`, naming the session and the turn, for an unknown id or
+        rows that cannot be read back: a column that is not JSON text within
+        :mod:`~primer.agents.bounded`'s limits (nesting, integers, no NaN, valid Unicode),
+        a time that is not seconds since the epoch, or a history the Messages API would
+        refuse (:func:`~primer.agents.request_check.messages_problems`).
         """
         with self._db() as db:
             return _read(db, self.path, session_id)
@@ -269,7 +292,12 @@ def _check_id(session_id: Any) -> None:
 def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection to the store at ``path`` in a transaction (committed at the end, rolled
     back on an exception), closed afterwards. ``SessionError`` for a file that is not a
-    session store this version reads."""
+    session store this version reads, or a path that is not a regular file (a FIFO would
+    block SQLite forever; :func:`~primer.agents.bounded.check_writable`)."""
+    try:
+        check_writable(path)
+    except UnreadableFile as e:
+        raise SessionError(f"cannot open the session store {e}") from None
     try:
         db = (sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                               timeout=BUSY_TIMEOUT_S, isolation_level=None) if read_only
@@ -281,6 +309,10 @@ def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connect
             version = db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise SessionError(f"{path} is not a session store ({e})") from None
+        if not isinstance(version, int) or version < 0 or (version == 0 and _size(path)):
+            raise SessionError(f"{path} is not a session store (schema version "
+                               f"{safe_repr(version)}; a session store has "
+                               f"{SCHEMA_VERSION})")
         if version > SCHEMA_VERSION:
             raise SessionError(f"{path} was written by a newer primer (schema version "
                                f"{version}; this one reads up to {SCHEMA_VERSION}); upgrade "
@@ -305,17 +337,84 @@ def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
     if row is None:
         known = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY updated_at")]
         raise SessionError(f"no session {session_id!r} in {path}"
-                           + (f"; it holds {', '.join(known)}" if known else "; it is empty"))
+                           + (f"; it holds {', '.join(map(str, known))}" if known
+                              else "; it is empty"))
+    where = f"session {session_id!r} in {path}"
+    system, created, updated = row
+    if not isinstance(system, str) or json_problem(system, text=True):
+        raise SessionError(f"{where}: its system prompt is not text; the store is damaged")
+    _check_times(where, created, updated)
+    turns = [_turn(where, record) for (record,) in db.execute(
+        "SELECT record FROM turns WHERE session_id = ? ORDER BY turn", (session_id,))]
+    messages = []
+    for position, raw in db.execute(
+            "SELECT position, message FROM messages WHERE session_id = ? ORDER BY position",
+            (session_id,)):
+        try:
+            messages.append(_stored_json(raw))
+        except SessionError as e:
+            raise SessionError(f"{where}: message {safe_repr(position)} "
+                               f"({_turn_of(len(messages), turns)}) {e}; the store is "
+                               f"damaged") from None
+    problems = messages_problems(messages) if messages else []
+    if problems:
+        found = re.match(r"messages\.(\d+)", problems[0])
+        turn = _turn_of(int(found.group(1)), turns) if found else "its history"
+        raise SessionError(f"{where}, {turn}: the Messages API would refuse this history "
+                           f"({problems[0]}); the store is damaged, nothing was sent")
+    return StoredSession(session_id, system, messages, turns, float(created), float(updated))
+
+
+def _stored_json(raw: Any) -> Any:
+    """A stored JSON column, parsed within :mod:`~primer.agents.bounded`'s limits, strings
+    valid Unicode; :class:`SessionError` (saying what is wrong) otherwise."""
+    if not isinstance(raw, str):
+        raise SessionError(f"is {'NULL' if raw is None else 'a ' + type(raw).__name__}, "
+                           f"not JSON text")
     try:
-        messages = [json.loads(r[0]) for r in db.execute(
-            "SELECT message FROM messages WHERE session_id = ? ORDER BY position",
-            (session_id,))]
-        turns = [Turn.from_dict(json.loads(r[0])) for r in db.execute(
-            "SELECT record FROM turns WHERE session_id = ? ORDER BY turn", (session_id,))]
-    except (KeyError, TypeError, ValueError) as e:
-        raise SessionError(f"session {session_id!r} in {path} cannot be read back "
-                           f"({type(e).__name__}: {e})") from None
-    return StoredSession(session_id, row[0], messages, turns, row[1], row[2])
+        value = parse_json(raw)
+    except JSONRefused as e:
+        raise SessionError(f"is not JSON within the limits ({e.reason})") from None
+    problem = json_problem(value, text=True)
+    if problem:
+        raise SessionError(f"holds {problem}")
+    return value
+
+
+def _turn(where: str, record: Any) -> Turn:
+    try:
+        d = _stored_json(record)
+        if not isinstance(d, dict):
+            raise SessionError(f"is a {type(d).__name__}, not a turn record")
+        return Turn.from_dict(d)
+    except SessionError as e:
+        raise SessionError(f"{where}: a turn record {e}; the store is damaged") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise SessionError(f"{where}: a turn record cannot be read back "
+                           f"({type(e).__name__}: {e}); the store is damaged") from None
+
+
+def _turn_of(index: int, turns: Sequence[Turn]) -> str:
+    """Which turn wrote message ``index`` (a turn's ``messages`` is the history's length
+    after it), for an error message."""
+    for t in turns:
+        if index < t.messages:
+            return f"turn {t.index}"
+    return "after the last turn"
+
+
+def _check_times(where: str, *times: Any) -> None:
+    for t in times:
+        if type(t) not in (int, float) or not 0 <= t < 1e11:
+            raise SessionError(f"{where}: a time that is not seconds since the epoch "
+                               f"({safe_repr(t)}); the store is damaged")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _list(db: sqlite3.Connection) -> list[SessionInfo]:
@@ -326,11 +425,11 @@ def _list(db: sqlite3.Connection) -> list[SessionInfo]:
             " (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id),"
             " (SELECT record FROM turns t WHERE t.session_id = s.id ORDER BY turn DESC LIMIT 1)"
             " FROM sessions s ORDER BY s.updated_at, s.id"):
-        try:
-            last = Turn.from_dict(json.loads(record)) if record else None
-        except (KeyError, TypeError, ValueError) as e:
-            raise SessionError(f"session {sid!r}: its last turn cannot be read back "
-                               f"({type(e).__name__}: {e})") from None
+        where = f"session {safe_repr(sid)}"
+        if not isinstance(sid, str) or json_problem(sid, text=True):
+            raise SessionError(f"{where}: its id is not text; the store is damaged")
+        _check_times(where, created, updated)
+        last = _turn(where, record) if record is not None else None
         infos.append(SessionInfo(sid, n_turns, n_messages,
                                  last.session_usage if last else Usage(),
                                  last.session_cost_usd if last else 0.0,

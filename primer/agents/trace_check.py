@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .bounded import safe_repr
+from .bounded import json_problem, safe_repr
 from .config import AgentConfig
 from .llm import Usage
 from .state import StopCause
@@ -25,15 +25,20 @@ class TraceError(ValueError):
 def check_events(events: list[dict[str, Any]], where: str) -> None:
     """Check that every event a reader uses has the shape the trace format gives it.
 
-    Checked: the ``run_start`` task and system prompt (strings), config (an
-    :class:`AgentConfig`) and tool definitions (objects with a string ``name``); each
-    ``model_call``'s ``step`` (1, 2, 3, ... in order) and ``reply`` (content blocks with a
-    ``type``, text blocks with text, a string ``stop_reason``, a usage
-    :meth:`~primer.agents.llm.Usage.from_dict` accepts); each ``tool_execution``'s ``step``
-    (one a ``model_call`` recorded), ids, ``content`` and ``is_error``; ``model_retry``
-    usage; the ``stop`` cause (a :class:`StopCause`) and summary. Raises
-    :class:`TraceError` naming ``where`` (the file), the event's line (``seq`` + 1) and the
-    field.
+    Checked: every event's text is valid Unicode (no lone surrogate) and its ``t`` a number
+    of seconds from 0 to :data:`MAX_SECONDS`; the ``run_start`` task and system prompt
+    (strings), config (an object, its ``prices`` and ``retry`` objects, every number within
+    :data:`MAX_SETTING`, a valid :class:`AgentConfig`) and tool definitions (objects with a
+    string ``name`` and an object ``input_schema``); each ``model_call``'s ``step`` (1, 2,
+    3, ... in order), ``reply`` (content blocks with a ``type``, text blocks with text,
+    tool_use blocks with string ids and names, a string ``stop_reason`` and ``model``, a
+    usage :meth:`~primer.agents.llm.Usage.from_dict` accepts) and ``latency_s``; each
+    ``tool_execution``'s ``step`` (one a ``model_call`` recorded), ids, ``input`` (an
+    object), ``content``, ``is_error``, ``error_kind``, ``attempts`` and ``latency_s``;
+    ``model_retry`` usage; the ``stop`` cause (a :class:`StopCause`), summary, detail,
+    usage, ``cost_usd`` and ``steps``. These are the fields ``trace show``, ``replay``,
+    ``diagnose`` and the OpenTelemetry export read. Raises :class:`TraceError` naming
+    ``where`` (the file), the event's line (``seq`` + 1) and the field.
     """
 
     def bad(e: dict[str, Any], what: str) -> TraceError:
@@ -42,14 +47,20 @@ def check_events(events: list[dict[str, Any]], where: str) -> None:
         return TraceError(f"{where}, line {line}: {e.get('event')} event: {what}.")
 
     first = events[0]
-    try:
-        AgentConfig.from_dict(first.get("config") or {})
-    except (TypeError, ValueError) as e:
-        raise bad(first, f"config is not a valid AgentConfig ({_why(e)})") from None
+    for e in events:
+        problem = json_problem(e, text=True)
+        if problem:
+            raise bad(e, f"it holds {problem}; a trace's text is valid Unicode")
+        if "t" in e and not _number(e["t"], 0, MAX_SECONDS):
+            raise bad(e, f"t must be the seconds since the trace was opened, from 0 to "
+                         f"{MAX_SECONDS:,} (got {_shown(e['t'])})")
+    _check_config(first, bad)
     tools = first.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(
-            t.get("name"), str) for t in tools):
-        raise bad(first, "tools must be a list of tool definitions, each with a name")
+            t.get("name"), str) and isinstance(t.get("description", ""), str)
+            and isinstance(t.get("input_schema", {}), dict) for t in tools):
+        raise bad(first, "tools must be a list of tool definitions, each with a name (a "
+                         "string) and an input_schema (an object)")
     if not all(isinstance(first.get(k, ""), str) for k in ("task", "system")):
         raise bad(first, "task and system must be strings")
     steps = 0
@@ -66,15 +77,70 @@ def check_events(events: list[dict[str, Any]], where: str) -> None:
                 raise bad(e, "step must be the number of a model call recorded before it")
             if not all(isinstance(e.get(k), str) for k in ("tool_use_id", "name", "content")):
                 raise bad(e, "tool_use_id, name and content must be strings")
+            if not isinstance(e.get("input"), dict):
+                raise bad(e, "input must be the call's arguments (an object)")
             if not isinstance(e.get("is_error"), bool):
                 raise bad(e, "is_error must be true or false")
+            if not isinstance(e.get("error_kind"), str | None):
+                raise bad(e, "error_kind must be a string or null")
+            if "attempts" in e and not _whole(e["attempts"], 0):
+                raise bad(e, "attempts must be a whole number")
+            _check_latency(e, bad)
         elif kind == "model_retry" and e.get("usage") is not None:
             _check_usage(e, e["usage"], "usage", bad)
         elif kind == "stop":
-            if e.get("cause") not in _CAUSES:
-                raise bad(e, f"cause {_shown(e.get('cause'))} is not a stop cause")
-            if not isinstance(e.get("summary", ""), str):
-                raise bad(e, "summary must be a string")
+            cause = e.get("cause")
+            if not isinstance(cause, str) or cause not in _CAUSES:
+                raise bad(e, f"cause {_shown(cause)} is not a stop cause")
+            if not all(isinstance(e.get(k, ""), str) for k in ("summary", "detail")):
+                raise bad(e, "summary and detail must be strings")
+            if e.get("usage") is not None:
+                _check_usage(e, e["usage"], "usage", bad)
+            if e.get("cost_usd") is not None and not _number(e["cost_usd"], 0, 1e12):
+                raise bad(e, "cost_usd must be a number of USD from 0")
+            if e.get("steps") is not None and not _whole(e["steps"], 0):
+                raise bad(e, "steps must be a whole number of model calls")
+
+
+#: The largest time a trace may record (seconds; about 31 years) and the largest number a
+#: setting in its config may hold: far above any run, far below what overflows a reader.
+MAX_SECONDS = 10**9
+MAX_SETTING = 10**15
+
+
+def _check_config(first: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceError]
+                  ) -> None:
+    """The ``run_start`` config: an object of :class:`AgentConfig` settings (``prices`` and
+    ``retry`` objects too), every number within :data:`MAX_SETTING`."""
+    config = first.get("config", {})
+    if not isinstance(config, dict):
+        raise bad(first, f"config must be an object of AgentConfig settings, not "
+                         f"{_shown(config)}")
+    parts = {"config": config}
+    for name in ("prices", "retry"):
+        if name in config:
+            if not isinstance(config[name], dict):
+                raise bad(first, f"config.{name} must be an object, not {_shown(config[name])}")
+            parts[f"config.{name}"] = config[name]
+    for owner, part in parts.items():
+        for k, v in part.items():
+            if type(v) in (int, float) and not -MAX_SETTING <= v <= MAX_SETTING:
+                raise bad(first, f"{owner}.{k} is {_shown(v)}, beyond the {MAX_SETTING:.0e} "
+                                 f"a setting may be")
+    try:
+        AgentConfig.from_dict(config)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise bad(first, f"config is not a valid AgentConfig ({_why(e)})") from None
+
+
+def _number(value: Any, low: float, high: float) -> bool:
+    return type(value) in (int, float) and low <= value <= high
+
+
+def _check_latency(e: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceError]) -> None:
+    if "latency_s" in e and not _number(e["latency_s"], 0, MAX_SECONDS):
+        raise bad(e, f"latency_s must be a number of seconds from 0 (got "
+                     f"{_shown(e['latency_s'])})")
 
 
 _CAUSES = frozenset(c.value for c in StopCause)
@@ -116,7 +182,10 @@ def _check_call(e: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceErr
         raise bad(e, "reply.stop_reason must be a string")
     if not isinstance(reply.get("refused", {}), dict):
         raise bad(e, "reply.refused must be an object")
+    if not isinstance(reply.get("model", ""), str):
+        raise bad(e, "reply.model must be a string")
     _check_usage(e, reply.get("usage") or {}, "reply.usage", bad)
+    _check_latency(e, bad)
 
 
 def _shown(value: Any) -> str:

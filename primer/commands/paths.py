@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from primer.agents.bounded import UnreadableFile, check_writable
+
 
 def output_file_problem(path: str | os.PathLike[str], option: str) -> str | None:
     """What stops ``path`` being written as a file, or ``None`` when it looks writable.
@@ -32,6 +34,10 @@ def output_file_problem(path: str | os.PathLike[str], option: str) -> str | None
         return f"{option} {path}: {parent} is not a directory"
     if not os.access(parent, os.W_OK):
         return f"{option} {path}: the directory {parent} is not writable"
+    try:
+        check_writable(p)
+    except UnreadableFile as e:
+        return f"{option} {e}"
     return None
 
 

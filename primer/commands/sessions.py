@@ -6,8 +6,9 @@ cost, when it was last updated, its last turn), oldest first; ``show`` prints on
 turns as a table and its conversation, one line per text, call and result. Both only read:
 nothing is created or changed. DIR may also be the ``sessions.sqlite3`` file itself.
 
-Exit codes: 0 on success, 1 when the store cannot be read or holds no such session, 2 for a
-usage error or a path that does not exist (one line on stderr each time).
+Exit codes: 0 on success; 2, with one line on stderr, for a store that cannot be read (a
+damaged or forged file, a FIFO), no such session, a usage error or a path that does not
+exist, like every other command.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from primer.agents.context import render_lines
 from primer.agents.session import SessionError, turns_table
 from primer.agents.session_store import FILE_NAME, list_sessions, read_session
 
-#: Exit codes: an unreadable store or an unknown session; a usage error or a bad path.
-BAD_STORE = 1
+#: Exit codes: an unreadable store or an unknown session; a usage error or a bad path
+#: (the same code, as for every command that is given a file it cannot use).
+BAD_STORE = 2
 USAGE_ERROR = 2
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from primer.agents.trace import TraceError, load_trace
 from primer.commands.hints import primer_command
-from primer.commands.paths import os_error_line
+from primer.commands.paths import os_error_line, output_file_problem
 
 USAGE_ERROR = 2
 
@@ -76,6 +76,10 @@ def run_export(args: argparse.Namespace) -> int:
     """Write the traces' spans as OTLP/JSON; returns the exit code."""
     from primer.agents.otel import otlp_json
 
+    problem = args.output and output_file_problem(args.output, "-o")
+    if problem:
+        print(f"trace export: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     try:
         traces = [load_trace(f) for f in args.files]
     except TraceError as e:
