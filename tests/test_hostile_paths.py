@@ -64,3 +64,28 @@ def test_a_dangling_symlink_is_refused_rather_than_writing_its_target(tmp_path, 
     assert len(err.strip().splitlines()) == 1, err
     assert "symbolic link" in err
     assert not (tmp_path / "target").exists()
+
+
+def test_run_agent_refuses_a_fifo_as_its_trace_before_any_call(tmp_path):
+    from primer.agents import ScriptedLLM, run_agent
+    from primer.agents.bounded import UnreadableFile
+
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    calls: list[int] = []
+    outcome: list[BaseException] = []
+
+    def attempt() -> None:
+        llm = ScriptedLLM(["never"])
+        try:
+            run_agent(lambda **kw: calls.append(1) or llm(**kw), "hi", trace=fifo)
+        except UnreadableFile as e:
+            outcome.append(e)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+        pytest.fail("run_agent blocked on a FIFO given as its trace")
+    assert outcome and "FIFO" in str(outcome[0]).upper() and calls == []

@@ -57,7 +57,14 @@ from typing import IO, Any
 
 import orjson
 
-from .bounded import JSONRefused, UnreadableFile, parse_json, read_text, safe_repr
+from .bounded import (
+    JSONRefused,
+    UnreadableFile,
+    check_writable,
+    parse_json,
+    read_text,
+    safe_repr,
+)
 from .config import AgentConfig
 from .cost import cost_usd
 from .history import with_new_turn
@@ -107,7 +114,9 @@ class TraceWriter:
     another sink can watch the same run. ``fsync=True`` also asks the OS to put each line on
     disk (slower; survives a machine crash, not just a process crash).
 
-    Raises ``OSError`` when the file cannot be created, and ``TypeError`` naming the event
+    Raises ``OSError`` when the file cannot be created,
+    :class:`~primer.agents.bounded.UnreadableFile` (a ``ValueError``) when ``path`` is a FIFO,
+    a device, a directory or a symbolic link to nothing, and ``TypeError`` naming the event
     when an event holds a value JSON cannot encode.
     """
 
@@ -123,6 +132,7 @@ class TraceWriter:
         self._open("wb")
 
     def _open(self, mode: str) -> IO[bytes]:
+        check_writable(self.path)  # a FIFO would block the run; a dangling link write elsewhere
         # unbuffered: each line goes to the OS in one write, nothing waits in a buffer
         f = self.path.open(mode, buffering=0)
         self._file = f
