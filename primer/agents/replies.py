@@ -23,8 +23,11 @@ request stays valid whatever the model wrote. What it checks and how it repairs:
   records why (the JSON parser's own message and position, for text), and the harness
   answers it with an error ``tool_result`` instead of running it.
 * any other block: a block type a model reply can hold (:data:`ASSISTANT_BLOCK_TYPES`,
-  e.g. ``thinking``, kept exactly as sent) within the same limits, else a text block
-  describing it.
+  e.g. ``thinking``, kept exactly as sent) within the same limits and valid as a request
+  block (:func:`~primer.agents.request_check.block_problem`: a ``thinking`` block without
+  its ``signature``, a ``server_tool_use`` whose input is a list), else a text block
+  describing it. A text block's ``citations`` are kept only when they are valid the same
+  way, else dropped.
 
 When anything was repaired, ``Reply.received`` keeps the content as it arrived (each block
 as sent when it is JSON, else a description), so the trace and the checkpoint record what
@@ -41,6 +44,7 @@ from typing import Any
 from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, valid_text
 from .llm import Reply, Usage
 from .messages import Block, text_block, tool_use_block
+from .request_check import block_problem
 from .tools import json_type, object_problem, safe_str
 
 #: Content block types a model reply may hold, as the Messages API sends them (the
@@ -223,8 +227,11 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
         elif kind in ASSISTANT_BLOCK_TYPES:  # thinking, server tools: kept exactly as sent
             problem = json_problem(block, text=True, max_depth=MAX_INPUT_DEPTH + 2)
             if problem is None:
-                out.append(block)
-                continue
+                shape = block_problem(block, "assistant")  # the request's own check
+                if shape is None:
+                    out.append(block)
+                    continue
+                problem = f"{kind}{shape}" if shape.startswith(".") else shape[2:]
             changed = True
             out.append(_note(f"(a {kind} block that cannot be sent on: {problem})"))
         else:
@@ -283,12 +290,15 @@ def _note(text: str) -> Block:
 
 
 def _text_like(block: dict[str, Any], text: str) -> Block:
-    """A text block with ``text`` that keeps the block's ``citations`` when they are JSON."""
+    """A text block with ``text`` that keeps the block's ``citations`` when a request may
+    send them (JSON within the limits, and valid for :func:`block_problem`)."""
     out = text_block(text)
     citations = block.get("citations")
     if isinstance(citations, list) and citations and json_problem(
             citations, text=True, max_depth=MAX_INPUT_DEPTH) is None:
-        out["citations"] = citations
+        cited = {**out, "citations": citations}
+        if block_problem(cited, "assistant") is None:
+            return cited
     return out
 
 

