@@ -100,3 +100,28 @@ def test_a_valid_thinking_block_and_valid_citations_are_kept_exactly_as_sent():
     echo, _ = echo_tool()
     run_agent(llm, "t", [echo])
     assert llm.requests[1][1]["content"] == [thinking, cited, CALL]
+
+
+# ---------------------------------------------------------------- repeated ids
+
+
+class CountingList(list):
+    """A reply's content that counts how often it is walked."""
+
+    walks = 0
+
+    def __iter__(self):
+        CountingList.walks += 1
+        return super().__iter__()
+
+
+def test_repairing_many_repeated_ids_walks_the_reply_a_fixed_number_of_times():
+    from primer.agents.replies import accept_reply
+
+    calls = CountingList({"type": "tool_use", "id": "same", "name": "echo",
+                          "input": {"x": "a"}} for _ in range(300))
+    CountingList.walks = 0
+    reply = accept_reply(Reply(calls, "tool_use", Usage(1, 1)), 1, set())
+    ids = [c["id"] for c in reply.tool_uses]
+    assert len(set(ids)) == 300 and ids[0] == "same"
+    assert CountingList.walks <= 4  # not once per repeated id

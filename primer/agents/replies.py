@@ -205,6 +205,7 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
     out: list[Block] = []
     refused: dict[str, dict[str, str]] = {}
     changed = False
+    present: set[str] | None = None  # the reply's own tool_use ids, found once when needed
     for k, block in enumerate(content, start=1):
         kind = block.get("type") if type(block) is dict else None
         if kind == "text":
@@ -219,7 +220,10 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
             elif text.strip():
                 out.append(_text_like(block, valid_text(text)))
         elif kind == "tool_use":
-            block, problem, fixed = _tool_use(block, content, call_no, k, taken)
+            if present is None and _needs_fresh_id(block.get("id"), taken):
+                present = {b.get("id") for b in content if type(b) is dict
+                           and b.get("type") == "tool_use" and type(b.get("id")) is str}
+            block, problem, fixed = _tool_use(block, present or set(), call_no, k, taken)
             changed = changed or fixed
             if problem is not None:
                 refused[block["id"]] = problem
@@ -245,14 +249,14 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
     return out, received, refused
 
 
-def _tool_use(block: dict[str, Any], content: list[Any], call_no: int, k: int,
+def _tool_use(block: dict[str, Any], present: set[str], call_no: int, k: int,
               taken: set[str]) -> tuple[Block, dict[str, str] | None, bool]:
-    """One ``tool_use`` block in transcript form: ``(block, refusal or None, changed)``."""
+    """One ``tool_use`` block in transcript form: ``(block, refusal or None, changed)``;
+    ``present`` holds the ids the reply's ``tool_use`` blocks arrived with (a fresh id
+    avoids them), needed only when this block's id must be replaced."""
     changed = len(block) != 4
     call_id = block.get("id")
-    if type(call_id) is not str or call_id in taken or not _ID.fullmatch(call_id):
-        present = {b.get("id") for b in content if type(b) is dict
-                   and b.get("type") == "tool_use" and type(b.get("id")) is str}
+    if _needs_fresh_id(call_id, taken):
         call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
         while call_id in taken or call_id in present:
             call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
@@ -273,6 +277,11 @@ def _tool_use(block: dict[str, Any], content: list[Any], call_no: int, k: int,
         changed = True
     out = tool_use_block(call_id, name, args) if changed else block
     return out, problem, changed
+
+
+def _needs_fresh_id(call_id: Any, taken: set[str]) -> bool:
+    """Whether a ``tool_use`` id cannot be kept: not a string, already used, or unsafe."""
+    return type(call_id) is not str or call_id in taken or not _ID.fullmatch(call_id)
 
 
 def _described(value: Any) -> str:
