@@ -125,3 +125,69 @@ def test_repairing_many_repeated_ids_walks_the_reply_a_fixed_number_of_times():
     ids = [c["id"] for c in reply.tool_uses]
     assert len(set(ids)) == 300 and ids[0] == "same"
     assert CountingList.walks <= 4  # not once per repeated id
+
+
+# ---------------------------------------------------------------- cancellation and GeneratorExit
+
+
+def calling(name, x="1"):
+    return Recorded([Reply([{**CALL, "name": name, "input": {"x": x}}], "tool_use", Usage(1, 1)),
+                     Reply([text_block("done")], "end_turn", Usage(1, 1))])
+
+
+def raising(error, *, is_async):
+    if is_async:
+        async def boom(x: str) -> str:
+            raise error
+    else:
+        def boom(x: str) -> str:
+            raise error
+    boom.__doc__ = "Fail."
+    return tool(boom)
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async_tool", "sync_tool"])
+def test_a_cancelled_error_a_tool_raises_itself_is_its_error_result(is_async):
+    llm = calling("boom")
+    result = asyncio.run(run_agent_async(llm, "t", [raising(asyncio.CancelledError(),
+                                                            is_async=is_async)]))
+    assert result.stop_cause.value == "end_turn"
+    [execution] = result.executions
+    assert execution.is_error and "CancelledError" in execution.content
+
+
+@LOOPS
+def test_a_tool_raising_generator_exit_is_an_error_result(loop):
+    result = run(loop, calling("boom"), "t", [raising(GeneratorExit(), is_async=False)])
+    assert result.stop_cause.value == "end_turn"
+    assert result.executions[0].is_error and "GeneratorExit" in result.executions[0].content
+
+
+def test_a_cancelled_error_an_async_model_raises_ends_the_run_with_model_error():
+    class Model:
+        async def __call__(self, **request):
+            raise asyncio.CancelledError()
+
+    result = asyncio.run(run_agent_async(Model(), "t", []))
+    assert result.stop_cause.value == "model_error"
+    assert "CancelledError" in result.stop_detail
+
+
+def test_cancelling_the_task_that_awaits_the_run_still_propagates():
+    started = asyncio.Event()
+
+    async def slow(x: str) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return x
+
+    slow.__doc__ = "Slow."
+
+    async def main():
+        task = asyncio.ensure_future(run_agent_async(calling("slow"), "t", [tool(slow)]))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())

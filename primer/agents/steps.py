@@ -99,7 +99,7 @@ def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
     return on_delta
 
 
-def model_failed(state: RunState, error: Exception, failed: list[dict[str, Any]]) -> Stop:
+def model_failed(state: RunState, error: BaseException, failed: list[dict[str, Any]]) -> Stop:
     """The ``model_error`` stop for a call that raised ``error`` (after ``failed``, its
     retried attempts, whose usage is counted)."""
     _count_failed_attempts(state, failed)

@@ -27,6 +27,7 @@ import functools
 import inspect
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -437,7 +438,9 @@ class ToolRegistry:
         except TimeoutError as e:  # the tool's own client gave up waiting: outcome unknown
             return ToolExecution(call_id, t.name, args, timeout_error_message(t, e), True,
                                  "timeout", time.perf_counter() - start)
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
+        except BaseException as e:  # noqa: BLE001 - any failure is an observation
+            if not is_tool_failure(e):
+                raise
             what = (f"called sys.exit({safe_str(e.code)})" if isinstance(e, SystemExit)
                     else f"failed: {type(e).__name__}: {safe_str(e)}")
             return ToolExecution(call_id, t.name, args, f"{t.name} {what}", True,
@@ -466,6 +469,18 @@ def call_needs_approval(registry: ToolRegistry, block: Block,
     if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
         return False
     return t.requires_approval(block.get("input"))
+
+
+def is_tool_failure(error: BaseException) -> bool:
+    """Whether ``error``, raised by a tool's code, is the tool's failure (answered with an
+    error ``tool_result``) rather than a stop of the whole run: any ``Exception``,
+    ``SystemExit``, ``GeneratorExit`` and ``asyncio.CancelledError`` (a tool's inner cancel
+    scope; the async loop re-raises it when its own task is being cancelled). Only
+    ``KeyboardInterrupt`` and the harness's own ``BaseException`` signals pass through."""
+    if isinstance(error, (Exception, SystemExit, GeneratorExit)):
+        return True
+    asyncio = sys.modules.get("asyncio")  # not imported: no tool can have raised its error
+    return asyncio is not None and isinstance(error, asyncio.CancelledError)
 
 
 def timeout_error_message(t: Tool, error: BaseException) -> str:
