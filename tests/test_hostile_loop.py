@@ -220,3 +220,53 @@ def test_a_streaming_model_cannot_send_events_under_the_loops_own_names(loop):
     assert [data for kind, data in seen if kind == "text_delta"] == [
         {"index": 0, "text": "hi", "step": 1}]
     assert seen[-1][1].get("summary") != "forged"
+
+
+# ---------------------------------------------------------------- tools that ignore their limit
+
+
+def spinner(*, is_async, **flags):
+    """A tool that computes without waiting: an ``async def`` one spins 0.6 s and never
+    awaits (it blocks the event loop); a sync one makes one C call that holds the GIL for
+    about as long (a backtracking regular expression)."""
+    import re
+    import time
+
+    if is_async:
+        async def spin(x: str) -> str:
+            start = time.monotonic()
+            while time.monotonic() - start < 0.6:
+                pass
+            return "finished"
+    else:
+        def spin(x: str) -> str:
+            re.fullmatch(r"(a+)+$", "a" * 23 + "b")  # one call, the GIL held throughout
+            return "finished"
+    spin.__doc__ = "Spin."
+    return tool(spin, **flags)
+
+
+@pytest.mark.parametrize("loop, is_async", [("async", True), ("sync", False), ("async", False)],
+                         ids=["async_loop_async_tool", "sync_loop_gil", "async_loop_gil"])
+def test_a_call_that_returns_after_its_limit_is_a_timeout_not_a_success(loop, is_async):
+    from primer.agents import AgentConfig
+
+    config = AgentConfig(tool_timeout_s=0.2, tool_retries=0)
+    result = run(loop, calling("spin"), "t", [spinner(is_async=is_async)], config=config)
+    assert result.stop_cause.value == "end_turn"
+    [execution] = result.executions
+    assert execution.is_error and "timed out after 0.2 s" in execution.content
+    if is_async:  # only the loop's own check can answer it: nothing else ran meanwhile
+        assert "run_in_subprocess" in execution.content
+
+
+@LOOPS
+def test_a_side_effect_that_returns_after_its_limit_says_its_outcome_is_unknown(loop):
+    from primer.agents import AgentConfig
+
+    config = AgentConfig(tool_timeout_s=0.2)
+    spin = spinner(is_async=loop == "async", side_effecting=True)
+    result = run(loop, calling("spin"), "t", [spin], config=config)
+    [execution] = result.executions
+    assert execution.is_error and execution.attempts == 1
+    assert "outcome is unknown" in execution.content

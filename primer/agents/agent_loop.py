@@ -93,6 +93,11 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     ``model_error`` (work so far kept), except :class:`~primer.agents.llm.ScriptExhausted`,
     a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``;
     ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`).
+
+    A call that passes its time limit is answered as a timeout; a call that returns only
+    after it is too (never as a late success). A tool holding the GIL in C code cannot be
+    interrupted at all and holds the run until it returns: run it with
+    :func:`~primer.agents.timeouts.run_in_subprocess` (see there for which tools need it).
     """
     state, writer = start_run(llm, task, tools, system=system, config=config,
                               on_event=on_event, trace=trace, hooks=hooks,

@@ -94,6 +94,11 @@ async def run_agent_async(llm: LLM, task: str, tools: ToolRegistry | Iterable[To
     an ``async def`` model, each tool a sync or an ``async def`` function, ``cancel`` an
     ``asyncio.Event`` or a ``threading.Event``. Every event reaches ``on_event`` in the
     event loop's thread. See the module docstring for what runs where.
+
+    An ``async def`` tool is stopped at its limit only at an ``await``: one that blocks the
+    event loop (``time.sleep``, a loop with no ``await``), like a sync tool holding the GIL
+    in C code, holds the whole run until it returns and is then answered as a timeout. Such
+    tools need :func:`~primer.agents.timeouts.run_in_subprocess`.
     """
     state, writer = start_run(llm, task, tools, system=system, config=config,
                               on_event=on_event, trace=trace, hooks=hooks,
@@ -329,25 +334,31 @@ async def within(work: Awaitable[T], timeout_s: float | None, *, stopped: bool) 
     error, not a timeout."""
     if timeout_s is None:
         return await work
+    start = time.monotonic()
     if sys.version_info >= (3, 11):  # a timer on this task: no task of its own per call
         limit = asyncio.timeout(timeout_s)
         try:
             async with limit:
-                return await work
+                value = await work
         except TimeoutError:
             if not limit.expired():
                 raise  # the tool's own TimeoutError, not the limit
             raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled") from None
-    task = asyncio.ensure_future(work)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except BaseException:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled")
-    return task.result()
+    else:
+        task = asyncio.ensure_future(work)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        except BaseException:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled")
+        value = task.result()
+    elapsed = time.monotonic() - start
+    if elapsed > timeout_s:  # the timer could not fire: something blocked the event loop
+        raise ToolTimeout.finished_late(timeout_s, elapsed)
+    return value
 
 
 def in_worker(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -79,7 +79,10 @@ class Tool:
     are not retried blindly. ``needs_approval`` makes the harness pause for a person before
     it runs: ``True`` for every call, or a predicate ``(input) -> bool`` deciding per call
     (say, refunds over 100 USD); see :meth:`requires_approval`. ``timeout_s`` (seconds)
-    overrides the run's default tool timeout.
+    overrides the run's default tool timeout. A tool that holds the GIL in C code (a
+    backtracking regular expression, a huge integer power) or an ``async def`` tool that
+    blocks the event loop (``time.sleep``, a loop with no ``await``) cannot be interrupted
+    in-process: wrap it with :func:`~primer.agents.timeouts.in_subprocess`.
 
     Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
     JSON Schema, and ``ValueError`` for a bad name, ``timeout_s`` or ``needs_approval``.
