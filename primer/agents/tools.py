@@ -467,11 +467,13 @@ def call_needs_approval(registry: ToolRegistry, block: Block,
     """Whether the call ``block`` must wait for a person: its tool requires approval for this
     input (:meth:`Tool.requires_approval`), and it was not refused where the reply entered
     the loop (``refused``, the reply's: a refused call never runs, so there is nothing to
-    approve). An unknown tool needs none: it never runs either."""
+    approve). An unknown tool needs none, nor a call whose input fails the tool's
+    ``input_schema``: neither ever runs (each is answered with its error)."""
     t = registry.get(block.get("name"))
     if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
         return False
-    return t.requires_approval(block.get("input"))
+    args = block.get("input")
+    return t.input_errors(args) is None and t.requires_approval(args)
 
 
 def is_tool_failure(error: BaseException) -> bool:
