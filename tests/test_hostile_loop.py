@@ -270,3 +270,52 @@ def test_a_side_effect_that_returns_after_its_limit_says_its_outcome_is_unknown(
     [execution] = result.executions
     assert execution.is_error and execution.attempts == 1
     assert "outcome is unknown" in execution.content
+
+
+# ---------------------------------------------------------------- the task, approval, redaction
+
+
+@LOOPS
+@pytest.mark.parametrize("task", ["", "   ", None, 5], ids=["empty", "blank", "none", "int"])
+def test_a_blank_task_is_refused_before_any_model_call(loop, task):
+    llm = Recorded([Reply([text_block("done")], "end_turn", Usage(1, 1))])
+    with pytest.raises(ValueError, match="needs some text"):
+        run(loop, llm, task, [])
+    assert llm.requests == []
+
+
+@LOOPS
+def test_a_lone_surrogate_in_the_task_or_system_is_repaired_before_it_is_sent(loop):
+    systems = []
+
+    class Model(Recorded):
+        def __call__(self, *, system, **request):
+            systems.append(system)
+            return super().__call__(system=system, **request)
+
+    llm = Model([Reply([text_block("done")], "end_turn", Usage(1, 1))])
+    result = run(loop, llm, "look \ud800 here", [], system="be \udfff brief")
+    assert result.stop_cause.value == "end_turn"
+    assert messages_problems(llm.requests[0]) == []
+    assert llm.requests[0][0]["content"] == "look \ufffd here"
+    assert systems == ["be \ufffd brief"]
+
+
+def test_a_call_whose_input_fails_its_schema_is_answered_not_held_for_approval():
+    from primer.agents import Tool
+
+    ran = []
+    pay = Tool("pay", "Pay.", {"type": "object", "properties": {"amt": {"type": "number"}},
+                               "required": ["amt"]}, lambda **kw: ran.append(kw) or "paid",
+               needs_approval=True, side_effecting=True)
+    result = run_agent(calling("pay", x="lots"), "t", [pay])
+    assert result.stop_cause.value == "end_turn"
+    assert ran == [] and result.executions[0].error_kind == "invalid_input"
+
+
+def test_a_key_broken_by_a_newline_is_redacted_whole():
+    from primer.agents.redaction import redact
+
+    key = "sk-ant-api03-" + "A1b2C3d4" * 12 + "-xyzAA"
+    out = redact(f"key {key[:20]}\n{key[20:]} done")
+    assert key[20:40] not in out and out.startswith("key [REDACTED]") and out.endswith(" done")
