@@ -30,6 +30,7 @@ from pathlib import Path
 import pydantic
 
 from .allowance import running
+from .bounded import safe_repr, valid_text
 from .config import AgentConfig
 from .context import compact_if_needed
 from .exits import (
@@ -93,7 +94,13 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     output or failing tools. Exceptions from the model call end the run with
     ``model_error`` (work so far kept), except :class:`~primer.agents.llm.ScriptExhausted`,
     a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``;
-    ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`).
+    ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`) and
+    for a ``task`` that is blank or not a string (:func:`task_text`).
+
+    A call that passes its time limit is answered as a timeout; a call that returns only
+    after it is too (never as a late success). A tool holding the GIL in C code cannot be
+    interrupted at all and holds the run until it returns: run it with
+    :func:`~primer.agents.timeouts.run_in_subprocess` (see there for which tools need it).
     """
     state, writer = start_run(llm, task, tools, system=system, config=config,
                               on_event=on_event, trace=trace, hooks=hooks,
@@ -117,7 +124,12 @@ def start_run(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     """A new run's state, with ``task`` as its next user turn (after ``messages``, repaired)
     and ``run_start`` emitted, and its trace writer (``None`` without ``trace``): how
     :func:`run_agent` and the async loop both begin (arguments as for :func:`run_agent`;
-    ``ValueError`` for ``messages`` that are not a history). The caller closes the writer."""
+    ``ValueError`` for ``messages`` that are not a history, and a blank ``task``: see
+    :func:`task_text`). A lone surrogate in ``task`` or ``system`` becomes U+FFFD. The caller
+    closes the writer."""
+    task = task_text(task)
+    if type(system) is str:
+        system = valid_text(system)
     if messages is not None and (problem := history_problem(messages)) is not None:
         raise ValueError(f"run_agent(messages=...): {problem}")
     config = config or AgentConfig()
@@ -146,6 +158,16 @@ def start_run(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
         if history.repaired:
             state.emit("history_repaired", tool_use_ids=history.repaired_ids)
     return state, writer
+
+
+def task_text(task: object) -> str:
+    """``task`` as the text of a user turn: valid Unicode (a lone surrogate becomes U+FFFD,
+    as :func:`~primer.agents.bounded.valid_text` does). Raises ``ValueError`` for a task
+    that is not a string or is blank (the Messages API rejects a turn with no text), before
+    any model call."""
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError(f"a turn needs some text to send, got {safe_repr(task, 60)}")
+    return valid_text(task)
 
 
 def continue_run(state: RunState) -> AgentResult:

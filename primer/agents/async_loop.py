@@ -26,7 +26,11 @@ of a reply in one user message, finishing). Only the waiting is its own:
 Cancel with ``cancel=`` (an ``asyncio.Event`` or a ``threading.Event``): the run stops with
 ``cancelled`` at the same points as the sync loop. Cancelling the task that awaits the run
 abandons it instead (``CancelledError`` propagates, as asyncio expects; the run's journal,
-if any, is closed but records no stop). A cancelled run recorded in a journal is continued
+if any, is closed but records no stop). A ``CancelledError`` a tool raises on its own (an
+inner cancel scope, not a cancel of the run's task) is that call's error ``tool_result``;
+one an ``async def`` model raises ends the run with ``model_error``, not retried (nothing
+says the call may succeed again). On Python 3.10, which cannot tell the two kinds of
+``CancelledError`` apart, every one propagates. A cancelled run recorded in a journal is continued
 with :func:`~primer.agents.checkpoint.resume`.
 """
 
@@ -71,7 +75,7 @@ from .steps import (
     take_reply,
 )
 from .timeouts import start_daemon
-from .tools import Tool, ToolExecution, ToolRegistry
+from .tools import Tool, ToolExecution, ToolRegistry, is_tool_failure
 
 T = TypeVar("T")
 
@@ -91,6 +95,11 @@ async def run_agent_async(llm: LLM, task: str, tools: ToolRegistry | Iterable[To
     an ``async def`` model, each tool a sync or an ``async def`` function, ``cancel`` an
     ``asyncio.Event`` or a ``threading.Event``. Every event reaches ``on_event`` in the
     event loop's thread. See the module docstring for what runs where.
+
+    An ``async def`` tool is stopped at its limit only at an ``await``: one that blocks the
+    event loop (``time.sleep``, a loop with no ``await``), like a sync tool holding the GIL
+    in C code, holds the whole run until it returns and is then answered as a timeout. Such
+    tools need :func:`~primer.agents.timeouts.run_in_subprocess`.
     """
     state, writer = start_run(llm, task, tools, system=system, config=config,
                               on_event=on_event, trace=trace, hooks=hooks,
@@ -164,7 +173,22 @@ async def call_model_async(state: RunState, model_is_async: bool) -> Stop | None
         raise
     except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
         return model_failed(state, e, failed)
+    except asyncio.CancelledError as e:  # the model's own (an inner cancel scope): not retried
+        if run_cancelled(e):
+            raise
+        return model_failed(state, e, failed)
     return take_reply(state, raw, prompt_estimate, time.perf_counter() - start, failed)
+
+
+def run_cancelled(error: BaseException) -> bool:
+    """Whether ``error`` is the cancellation of the task running this code (it must
+    propagate), not a ``CancelledError`` a model or a tool raised on its own. Python 3.10
+    cannot tell them apart (no ``Task.cancelling``): there every ``CancelledError``
+    propagates."""
+    if not isinstance(error, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is None or sys.version_info < (3, 11) or task.cancelling() > 0
 
 
 async def ask_model_async(state: RunState, model_is_async: bool) -> Any:
@@ -266,12 +290,18 @@ async def _attempt(registry: ToolRegistry, block: Block, t: Tool, timeout: float
     error: BaseException | None = None
     start = time.perf_counter()
     try:
-        work = (t.invoke_async(args, call_id) if t.is_async
-                else in_worker(lambda: t.invoke(args, call_id)))
-        value = await within(work, timeout, stopped=t.is_async)
+        if t.is_async:
+            value = await within(t.invoke_async(args, call_id), timeout, stopped=True)
+        else:  # its failure comes back as a value: a GeneratorExit cannot be thrown in here
+            value, failure = await within(in_worker(lambda: _outcome(t, args, call_id)),
+                                          timeout, stopped=False)
+            if failure is not None:
+                raise failure
     except TimeoutError as e:  # the tool's own client gave up: as in the sync loop
         error = client_timeout(e)
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
+    except BaseException as e:  # noqa: BLE001 - any failure is an observation
+        if not is_tool_failure(e) or run_cancelled(e):
+            raise
         error = e
     latency = time.perf_counter() - start
 
@@ -285,6 +315,16 @@ async def _attempt(registry: ToolRegistry, block: Block, t: Tool, timeout: float
     return execution, error if isinstance(error, TransientToolError) else None
 
 
+def _outcome(t: Tool, args: Any, call_id: str) -> tuple[Any, BaseException | None]:
+    """A sync tool's call on its worker thread: ``(value, None)`` or ``(None, failure)``."""
+    try:
+        return t.invoke(args, call_id), None
+    except BaseException as e:  # noqa: BLE001 - raised again in the awaiting task
+        if not is_tool_failure(e):
+            raise
+        return None, e
+
+
 # ---------------------------------------------------------------- waiting
 
 
@@ -296,25 +336,31 @@ async def within(work: Awaitable[T], timeout_s: float | None, *, stopped: bool) 
     error, not a timeout."""
     if timeout_s is None:
         return await work
+    start = time.monotonic()
     if sys.version_info >= (3, 11):  # a timer on this task: no task of its own per call
         limit = asyncio.timeout(timeout_s)
         try:
             async with limit:
-                return await work
+                value = await work
         except TimeoutError:
             if not limit.expired():
                 raise  # the tool's own TimeoutError, not the limit
             raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled") from None
-    task = asyncio.ensure_future(work)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except BaseException:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled")
-    return task.result()
+    else:
+        task = asyncio.ensure_future(work)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        except BaseException:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled")
+        value = task.result()
+    elapsed = time.monotonic() - start
+    if elapsed > timeout_s:  # the timer could not fire: something blocked the event loop
+        raise ToolTimeout.finished_late(timeout_s, elapsed)
+    return value
 
 
 def in_worker(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -22,11 +22,12 @@ SECRET_KEYS = frozenset({
 })
 
 #: Strings that look like credentials: Anthropic (``sk-ant-...``) and OpenAI project
-#: (``sk-proj-...``) keys anywhere, even glued to letters (``tokensk-ant-...``); other
+#: (``sk-proj-...``) keys anywhere, even glued to letters (``tokensk-ant-...``) or broken
+#: across lines (the key characters at the start of each following line go with it); other
 #: ``sk-...`` keys not preceded by a letter (so ``task-...`` words survive), also URL-encoded
 #: after ``=``; bearer tokens (the scheme name in any case, as HTTP allows); AWS access key ids.
 SECRET_PATTERN = re.compile(
-    r"sk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_\-]{12,}"
+    r"sk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_\-]{12,}(?:\r?\n[A-Za-z0-9_\-]+)*"
     r"|(?:(?<![A-Za-z])|(?<=%3D)|(?<=%3d))sk-[A-Za-z0-9_\-]{16,}"
     r"|(?i:\bbearer)\s+[A-Za-z0-9._~+/\-]{16,}=*"
     r"|\bAKIA[0-9A-Z]{16}\b")

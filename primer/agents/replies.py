@@ -23,8 +23,11 @@ request stays valid whatever the model wrote. What it checks and how it repairs:
   records why (the JSON parser's own message and position, for text), and the harness
   answers it with an error ``tool_result`` instead of running it.
 * any other block: a block type a model reply can hold (:data:`ASSISTANT_BLOCK_TYPES`,
-  e.g. ``thinking``, kept exactly as sent) within the same limits, else a text block
-  describing it.
+  e.g. ``thinking``, kept exactly as sent) within the same limits and valid as a request
+  block (:func:`~primer.agents.request_check.block_problem`: a ``thinking`` block without
+  its ``signature``, a ``server_tool_use`` whose input is a list), else a text block
+  describing it. A text block's ``citations`` are kept only when they are valid the same
+  way, else dropped.
 
 When anything was repaired, ``Reply.received`` keeps the content as it arrived (each block
 as sent when it is JSON, else a description), so the trace and the checkpoint record what
@@ -41,6 +44,7 @@ from typing import Any
 from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, valid_text
 from .llm import Reply, Usage
 from .messages import Block, text_block, tool_use_block
+from .request_check import block_problem
 from .tools import json_type, object_problem, safe_str
 
 #: Content block types a model reply may hold, as the Messages API sends them (the
@@ -201,6 +205,7 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
     out: list[Block] = []
     refused: dict[str, dict[str, str]] = {}
     changed = False
+    present: set[str] | None = None  # the reply's own tool_use ids, found once when needed
     for k, block in enumerate(content, start=1):
         kind = block.get("type") if type(block) is dict else None
         if kind == "text":
@@ -215,7 +220,10 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
             elif text.strip():
                 out.append(_text_like(block, valid_text(text)))
         elif kind == "tool_use":
-            block, problem, fixed = _tool_use(block, content, call_no, k, taken)
+            if present is None and _needs_fresh_id(block.get("id"), taken):
+                present = {b.get("id") for b in content if type(b) is dict
+                           and b.get("type") == "tool_use" and type(b.get("id")) is str}
+            block, problem, fixed = _tool_use(block, present or set(), call_no, k, taken)
             changed = changed or fixed
             if problem is not None:
                 refused[block["id"]] = problem
@@ -223,8 +231,11 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
         elif kind in ASSISTANT_BLOCK_TYPES:  # thinking, server tools: kept exactly as sent
             problem = json_problem(block, text=True, max_depth=MAX_INPUT_DEPTH + 2)
             if problem is None:
-                out.append(block)
-                continue
+                shape = block_problem(block, "assistant")  # the request's own check
+                if shape is None:
+                    out.append(block)
+                    continue
+                problem = f"{kind}{shape}" if shape.startswith(".") else shape[2:]
             changed = True
             out.append(_note(f"(a {kind} block that cannot be sent on: {problem})"))
         else:
@@ -238,14 +249,14 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None
     return out, received, refused
 
 
-def _tool_use(block: dict[str, Any], content: list[Any], call_no: int, k: int,
+def _tool_use(block: dict[str, Any], present: set[str], call_no: int, k: int,
               taken: set[str]) -> tuple[Block, dict[str, str] | None, bool]:
-    """One ``tool_use`` block in transcript form: ``(block, refusal or None, changed)``."""
+    """One ``tool_use`` block in transcript form: ``(block, refusal or None, changed)``;
+    ``present`` holds the ids the reply's ``tool_use`` blocks arrived with (a fresh id
+    avoids them), needed only when this block's id must be replaced."""
     changed = len(block) != 4
     call_id = block.get("id")
-    if type(call_id) is not str or call_id in taken or not _ID.fullmatch(call_id):
-        present = {b.get("id") for b in content if type(b) is dict
-                   and b.get("type") == "tool_use" and type(b.get("id")) is str}
+    if _needs_fresh_id(call_id, taken):
         call_id, j = f"toolu_fixed_{call_no:02d}_{k}", 1
         while call_id in taken or call_id in present:
             call_id, j = f"toolu_fixed_{call_no:02d}_{k}_{j}", j + 1
@@ -268,6 +279,11 @@ def _tool_use(block: dict[str, Any], content: list[Any], call_no: int, k: int,
     return out, problem, changed
 
 
+def _needs_fresh_id(call_id: Any, taken: set[str]) -> bool:
+    """Whether a ``tool_use`` id cannot be kept: not a string, already used, or unsafe."""
+    return type(call_id) is not str or call_id in taken or not _ID.fullmatch(call_id)
+
+
 def _described(value: Any) -> str:
     if value is None:
         return "null"
@@ -283,12 +299,15 @@ def _note(text: str) -> Block:
 
 
 def _text_like(block: dict[str, Any], text: str) -> Block:
-    """A text block with ``text`` that keeps the block's ``citations`` when they are JSON."""
+    """A text block with ``text`` that keeps the block's ``citations`` when a request may
+    send them (JSON within the limits, and valid for :func:`block_problem`)."""
     out = text_block(text)
     citations = block.get("citations")
     if isinstance(citations, list) and citations and json_problem(
             citations, text=True, max_depth=MAX_INPUT_DEPTH) is None:
-        out["citations"] = citations
+        cited = {**out, "citations": citations}
+        if block_problem(cited, "assistant") is None:
+            return cited
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import pydantic
 
-from .agent_loop import run_agent
+from .agent_loop import run_agent, task_text
 from .config import AgentConfig
 from .context import render_lines
 from .history import RepairedHistory, history_problem, repair_history
@@ -184,8 +184,7 @@ class Session:
         (decide its calls, then :meth:`resume` it first; nothing ran), or when the store
         could not save the turn (it stays in this session in memory).
         """
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"a turn needs some text to send, got {text!r}")
+        task_text(text)  # the loop's own check, made before anything else
         history = self._history_to_send()
         result = run_agent(self.llm, text, self.tools, system=self.system, config=self.config,
                            hooks=self.hooks, on_event=on_event, trace=trace,

@@ -25,6 +25,7 @@ from .production import ModelRetriesExhausted, call_model_with_retries, failed_u
 from .replies import accept_reply
 from .result import AgentResult, summarize
 from .state import EventSink, RunState, Step, Stop, StopCause
+from .streaming import MODEL_EVENT_KINDS
 from .timeouts import inline_calls, raise_if_abandoned, watched
 from .tools import ToolExecution, call_needs_approval, execute_tools, safe_str
 
@@ -89,18 +90,21 @@ def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[st
 
 
 def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
-    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``."""
+    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``.
+    Only the kinds of :data:`~primer.agents.streaming.MODEL_EVENT_KINDS` with a dict of
+    data pass; anything else the model sends is dropped (it cannot forge loop events)."""
     if sink is None:
         return None
     step = state.model_calls + 1
 
     def on_delta(kind: str, data: dict[str, Any]) -> None:
-        sink(kind, {"step": step, **data})
+        if type(kind) is str and kind in MODEL_EVENT_KINDS and type(data) is dict:
+            sink(kind, {**data, "step": step})
 
     return on_delta
 
 
-def model_failed(state: RunState, error: Exception, failed: list[dict[str, Any]]) -> Stop:
+def model_failed(state: RunState, error: BaseException, failed: list[dict[str, Any]]) -> Stop:
     """The ``model_error`` stop for a call that raised ``error`` (after ``failed``, its
     retried attempts, whose usage is counted); ``context_window`` for
     :class:`~primer.agents.llm.PromptTooLong`."""

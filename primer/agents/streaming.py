@@ -37,6 +37,11 @@ from .messages import Block
 #: The kinds of delta event the loop sends to ``on_event`` while a reply streams.
 DELTA_KINDS = ("text_delta", "thinking_delta", "tool_use_start", "input_json_delta",
                "tool_use_input")
+#: The event kinds a streaming model may send through the ``on_delta`` the loop hands it:
+#: the deltas above and ``model_fallback`` (a :class:`~primer.agents.fallback.FallbackLLM`
+#: switching model). The loop drops any other kind, so a model cannot send events under the
+#: loop's own names (``stop``, ``tool_execution``, ...).
+MODEL_EVENT_KINDS = frozenset(DELTA_KINDS) | {"model_fallback"}
 
 #: How :func:`wire_events` can cut a stream off in the middle of its first ``tool_use``
 #: block's input: ``"max_tokens"`` (the model reached its limit: the block closes half

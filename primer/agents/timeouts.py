@@ -137,9 +137,12 @@ def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
                                              attempts if attempts is not None else [],
                                              timeout_s))
     context = contextvars.copy_context()  # the caller's context (its current run) goes along
+    start = time.monotonic()
     job = _WORKERS.submit(lambda: context.run(fn))
     if not job.done.acquire(timeout=timeout_s):
         raise ToolTimeout(timeout_s)
+    if time.monotonic() - start > timeout_s:  # the waiter could not wake in time (the GIL)
+        raise ToolTimeout.finished_late(timeout_s, time.monotonic() - start)
     if job.error is not None:
         raise job.error
     return job.value
@@ -209,12 +212,17 @@ _local = _Local()
 def _run_inline(watch: _Watch, fn: Callable[[], Any], armed: _Armed) -> Any:
     watch.armed = armed
     try:
-        return fn()
+        value = fn()
     finally:
         with watch.lock:
             watch.armed = None
             if watch.taken:  # the watchdog answered this call and another thread carries on
                 raise Abandoned  # noqa: B012 - discards the late result, by design
+    now = time.monotonic()
+    if now > armed.deadline:  # the watchdog could not wake in time (the call held the GIL)
+        raise ToolTimeout.finished_late(armed.timeout_s,
+                                        now - armed.deadline + armed.timeout_s)
+    return value
 
 
 class inline_calls:  # noqa: N801 - used as a statement: ``with inline_calls(section):``
@@ -336,7 +344,14 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
     that calls this must keep its top-level work under ``if __name__ == "__main__":`` (the
     child re-imports the main module; notebooks and ``python -m`` entry points are fine).
     Starting a process costs a fraction of a second, so use this for tools that may hang,
-    not for every call.
+    not for every call. Which tools need it: a sync tool that holds the GIL in C code (a
+    backtracking regular expression, a huge integer power, a C extension's long loop) and an
+    ``async def`` tool that blocks the event loop (``time.sleep``, a loop that never reaches
+    an ``await``). In-process nothing can interrupt them: the limit is noticed only when the
+    call returns, which is then answered as a timeout (its result discarded; outcome unknown
+    for a side effect), and until then the run, both loops alike, waits. A sync tool that
+    hangs while it *waits* (I/O, a lock) releases the GIL and is abandoned at its limit, but
+    it may still finish later; run it here if it must really stop.
 
     Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout,
     :class:`~primer.agents.tools.ToolError` if the process died without answering, and

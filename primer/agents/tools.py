@@ -28,6 +28,7 @@ import functools
 import inspect
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -79,7 +80,10 @@ class Tool:
     are not retried blindly. ``needs_approval`` makes the harness pause for a person before
     it runs: ``True`` for every call, or a predicate ``(input) -> bool`` deciding per call
     (say, refunds over 100 USD); see :meth:`requires_approval`. ``timeout_s`` (seconds)
-    overrides the run's default tool timeout.
+    overrides the run's default tool timeout. A tool that holds the GIL in C code (a
+    backtracking regular expression, a huge integer power) or an ``async def`` tool that
+    blocks the event loop (``time.sleep``, a loop with no ``await``) cannot be interrupted
+    in-process: wrap it with :func:`~primer.agents.timeouts.in_subprocess`.
 
     Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
     JSON Schema, and ``ValueError`` for a bad name, ``timeout_s`` or ``needs_approval``.
@@ -439,7 +443,9 @@ class ToolRegistry:
         except TimeoutError as e:  # the tool's own client gave up waiting: outcome unknown
             return ToolExecution(call_id, t.name, args, timeout_error_message(t, e), True,
                                  "timeout", time.perf_counter() - start)
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure is an observation
+        except BaseException as e:  # noqa: BLE001 - any failure is an observation
+            if not is_tool_failure(e):
+                raise
             what = (f"called sys.exit({safe_str(e.code)})" if isinstance(e, SystemExit)
                     else f"failed: {type(e).__name__}: {safe_str(e)}")
             return ToolExecution(call_id, t.name, args, f"{t.name} {what}", True,
@@ -463,11 +469,25 @@ def call_needs_approval(registry: ToolRegistry, block: Block,
     """Whether the call ``block`` must wait for a person: its tool requires approval for this
     input (:meth:`Tool.requires_approval`), and it was not refused where the reply entered
     the loop (``refused``, the reply's: a refused call never runs, so there is nothing to
-    approve). An unknown tool needs none: it never runs either."""
+    approve). An unknown tool needs none, nor a call whose input fails the tool's
+    ``input_schema``: neither ever runs (each is answered with its error)."""
     t = registry.get(block.get("name"))
     if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
         return False
-    return t.requires_approval(block.get("input"))
+    args = block.get("input")
+    return t.input_errors(args) is None and t.requires_approval(args)
+
+
+def is_tool_failure(error: BaseException) -> bool:
+    """Whether ``error``, raised by a tool's code, is the tool's failure (answered with an
+    error ``tool_result``) rather than a stop of the whole run: any ``Exception``,
+    ``SystemExit``, ``GeneratorExit`` and ``asyncio.CancelledError`` (a tool's inner cancel
+    scope; the async loop re-raises it when its own task is being cancelled). Only
+    ``KeyboardInterrupt`` and the harness's own ``BaseException`` signals pass through."""
+    if isinstance(error, (Exception, SystemExit, GeneratorExit)):
+        return True
+    asyncio = sys.modules.get("asyncio")  # not imported: no tool can have raised its error
+    return asyncio is not None and isinstance(error, asyncio.CancelledError)
 
 
 def timeout_error_message(t: Tool, error: BaseException) -> str:
