@@ -319,3 +319,22 @@ def test_a_key_broken_by_a_newline_is_redacted_whole():
     key = "sk-ant-api03-" + "A1b2C3d4" * 12 + "-xyzAA"
     out = redact(f"key {key[:20]}\n{key[20:]} done")
     assert key[20:40] not in out and out.startswith("key [REDACTED]") and out.endswith(" done")
+
+
+def test_a_model_that_raises_generator_exit_ends_the_run_with_model_error_in_both_loops():
+    import asyncio
+
+    from primer.agents import StopCause, run_agent
+    from primer.agents.async_loop import run_agent_async
+
+    def model(**_kw):
+        raise GeneratorExit("closed under the model")
+
+    async def async_model(**_kw):
+        raise GeneratorExit("closed under the model")
+
+    by_sync = run_agent(model, "hi")
+    by_async = asyncio.run(run_agent_async(async_model, "hi"))
+    for result in (by_sync, by_async):
+        assert result.stop_cause is StopCause.MODEL_ERROR
+        assert "GeneratorExit" in result.stop_detail

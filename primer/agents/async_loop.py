@@ -171,7 +171,7 @@ async def call_model_async(state: RunState, model_is_async: bool) -> Stop | None
                     error = again
     except ScriptExhausted:
         raise
-    except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
+    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - a failed call ends the run
         return model_failed(state, e, failed)
     except asyncio.CancelledError as e:  # the model's own (an inner cancel scope): not retried
         if run_cancelled(e):

@@ -56,7 +56,7 @@ def call_model(state: RunState) -> Stop | None:
                 first=e)
     except ScriptExhausted:
         raise
-    except Exception as e:  # noqa: BLE001 - a failed call ends the run with its cause
+    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - a failed call ends the run
         return model_failed(state, e, failed)
     return take_reply(state, raw, prompt_estimate, time.perf_counter() - start, failed)
 
