@@ -1001,7 +1001,7 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
 def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | None]:
     """Run one behaviour: its verdict, and what is wrong with the call interface (or None)."""
     run = Run(max_steps=behaviour.max_steps)
-    raised: Exception | None = None
+    raised: BaseException | None = None
     tools = _toolbox(run, behaviour.overrides)
     model = CheckedModel(behaviour.policy, TASK, tools.definitions, run)
     try:
@@ -1009,8 +1009,10 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
                         token_budget=behaviour.token_budget)
     except _CheckStopped:
         pass
-    except Exception as e:  # noqa: BLE001 - the learner's failure is the report, not a crash
-        run.error = describe_exception(e, fn)
+    except KeyboardInterrupt:
+        raise  # the person at the keyboard stops the check
+    except BaseException as e:  # noqa: BLE001 - the learner's failure (sys.exit included) is
+        run.error = describe_exception(e, fn)  # the report, never the checker's exit
         raised = e
     interface = None
     if isinstance(raised, ModelCallError):
@@ -1020,7 +1022,7 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
     elif isinstance(raised, TypeError) and not _binds(fn):
         interface = run.error
     problem = interface or (behaviour.forbidden(run) if behaviour.forbidden else None)
-    problem = problem or run.violation or run.error or result_problem(run.result)
+    problem = problem or run.violation or run.error or _result_problem_guarded(run.result)
     if problem is None and run.calls == 0:
         problem = (f"returned stop_cause {run.result['stop_cause']!r} without calling the "
                    f"model; call {MODEL_SIGNATURE} first")
@@ -1041,6 +1043,16 @@ def _binds(fn: LoopFn) -> bool:
     except ValueError:
         return True
     return True
+
+
+def _result_problem_guarded(result: Any) -> str | None:
+    """:func:`result_problem`, for a value whose own methods may raise."""
+    try:
+        return result_problem(result)
+    except Exception as e:  # noqa: BLE001 - a value that cannot be read is the loop's fault
+        return (f"returned a value the checker cannot read ({type(e).__name__}: "
+                f"{_short(str(e))}); return a plain dict {{'answer': str | None, "
+                f"'stop_cause': str}}")
 
 
 def result_problem(result: Any) -> str | None:

@@ -135,3 +135,19 @@ def test_the_cli_refuses_an_expiry_on_a_rejection(paused, capsys):
                  "--expires-in", "4h"]) == 2
     assert "applies to an approval" in capsys.readouterr().err
     assert _decision(paused) is None
+
+
+@pytest.mark.parametrize("duration", ["999999999d", "99999999999999999999999d"])
+def test_an_expiry_past_the_calendar_is_a_usage_error_not_a_traceback(paused, capsys, duration):
+    with pytest.raises(SystemExit) as stopped:
+        main(["approve", paused.checkpoint, paused.pending[0]["id"], "--yes",
+              f"--expires-in={duration}"])
+    assert stopped.value.code == 2 and "too long a duration" in capsys.readouterr().err
+    assert _decision(paused) is None
+
+
+@pytest.mark.parametrize("name", ["bob\nAPPROVED by ceo", "dana\x1b[2K", "a\tb"])
+def test_an_approver_name_with_control_characters_is_refused(paused, name):
+    with pytest.raises(ValueError, match="no control characters"):
+        approve(paused.checkpoint, paused.pending[0]["id"], approver=name)
+    assert _decision(paused) is None

@@ -69,3 +69,30 @@ def test_each_hurried_change_is_caught_with_what_to_fix(tmp_path, capsys, change
     code, lines = check(tmp_path, LEARNER_LOOP.replace(old, new), capsys)
     first = next(line for line in lines if line.startswith("FAIL  "))
     assert code == 1 and fix in first, first
+
+
+@pytest.mark.parametrize("body", ["sys.exit(0)", "raise SystemExit('x')",
+                                  "raise GeneratorExit('x')", "raise BaseException('x')"])
+def test_a_loop_that_exits_or_raises_a_base_exception_fails_every_behaviour(tmp_path, capsys,
+                                                                             body):
+    code, lines = check(tmp_path, f"import sys\n\n\ndef my_loop(model, task, tools, *, "
+                                  f"max_steps, token_budget):\n    {body}\n", capsys)
+    assert code == 1 and lines[-1] == "score: 0/11", lines
+
+
+def test_a_file_that_exits_on_import_is_a_load_error(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.write_text("import sys\nsys.exit(0)\n")
+    assert main(["check-loop", str(loop)]) == 2
+    assert "failed to import: SystemExit" in capsys.readouterr().err
+
+
+def test_a_return_value_whose_methods_raise_is_a_failure_not_a_crash(tmp_path, capsys):
+    source = ("class Bad:\n    def __eq__(self, other):\n        raise RuntimeError('no')\n"
+              "    __hash__ = object.__hash__\n\n\n"
+              "def my_loop(model, task, tools, *, max_steps, token_budget):\n"
+              "    model([{'role': 'user', 'content': task}], tools.definitions)\n"
+              "    return {'answer': None, 'stop_cause': Bad()}\n")
+    code, lines = check(tmp_path, source, capsys)
+    assert code == 1 and lines[-1] == "score: 0/11"
+    assert any("cannot read (RuntimeError: 'no')" in line for line in lines), lines

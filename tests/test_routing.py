@@ -93,3 +93,9 @@ def test_a_cut_off_worker_is_reported_to_the_synthesis_and_the_run_is_partial():
 def test_max_subtasks_below_one_is_refused():
     with pytest.raises(ValueError):
         orchestrate(ScriptedLLM([]), ScriptedLLM([]), "x", max_subtasks=0)
+
+
+@pytest.mark.parametrize("text", ["[" * 1500 + "]" * 1500, "[" + "9" * 5000 + "]"])
+def test_a_split_too_deep_or_with_a_huge_number_is_a_pattern_error(text):
+    with pytest.raises(PatternError, match="not JSON"):
+        parse_subtasks(text)

@@ -104,8 +104,10 @@ def login_name() -> str:
 def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str,
             approver: str | None, expires_at: datetime | None) -> dict[str, Any]:
     who = login_name() if approver is None else approver
-    if approver is not None and (not isinstance(approver, str) or not approver.strip()):
-        raise ValueError(f"approver must be a person's name, not {approver!r}")
+    if approver is not None and (not isinstance(approver, str) or not approver.strip()
+                                 or not approver.isprintable()):
+        raise ValueError(f"approver must be a person's name on one line (no control "
+                         f"characters), not {approver!r}")
     now = datetime.now(timezone.utc)
     if expires_at is not None:
         if not isinstance(expires_at, datetime) or expires_at.tzinfo is None:

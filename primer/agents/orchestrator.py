@@ -16,10 +16,10 @@ on every run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from .bounded import JSONRefused, parse_json
 from .cost import Prices
 from .llm import LLM, Usage
 from .patterns import CallRecord, CountedCalls, ModelCalls, PatternError
@@ -77,8 +77,8 @@ def parse_subtasks(text: str) -> list[Subtask]:
     item without a non-empty string ``instruction``, or two items with one id.
     """
     try:
-        items: Any = json.loads(text)
-    except json.JSONDecodeError as e:
+        items: Any = parse_json(text)
+    except JSONRefused as e:
         raise PatternError(f"the orchestrator's reply is not JSON ({e}): {text[:120]!r}") from None
     if not isinstance(items, list) or not items:
         raise PatternError(f"the orchestrator's reply is not a non-empty JSON list: "

@@ -142,7 +142,13 @@ def _duration(text: str) -> timedelta:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if m is None or float(m.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30m, 4h or 2d")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2) or "s"])
+    try:
+        duration = timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2) or "s"])
+        datetime.now(timezone.utc) + duration  # a date past the calendar's end is refused
+    except (OverflowError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is too long a duration; give one like "
+                                         f"30m, 4h or 2d") from None
+    return duration
 
 
 def recorded_scenario(checkpoint: str | Path) -> str | None:

@@ -70,7 +70,9 @@ def load_function(target: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - the learner's file failing to import is reported
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a file that fails (or exits) on import
         raise ValueError(f"{path.name} failed to import: {type(e).__name__}: {e}") from None
     fn = getattr(module, name, None)
     if not callable(fn):
