@@ -675,7 +675,7 @@ def judge_repeats(run: Run) -> str | None:
     if run.calls > REPEAT_THRESHOLD:
         return (f"detected the loop only after {_calls(run.calls)}; stop on request "
                 f"{REPEAT_THRESHOLD} of the same call")
-    late = [name for after, name, _ in run.tool_runs if after >= REPEAT_THRESHOLD]
+    late = _ran_from(run, REPEAT_THRESHOLD)
     if late:
         return (f"ran the repeated {late[0]} call of request {REPEAT_THRESHOLD} before "
                 f"stopping; check repeats before running tools, so the repeated call never runs")
@@ -698,11 +698,16 @@ def judge_wanders(run: Run, max_steps: int) -> str | None:
         return (f"stopped with 'max_steps' after {_calls(run.calls)} with "
                 f"max_steps={max_steps}; the model had not finished, so make all "
                 f"{max_steps} calls before stopping")
-    late = [name for after, name, _ in run.tool_runs if after >= max_steps]
+    late = _ran_from(run, max_steps)
     if late:
         return (f"ran the {late[0]} call of reply {max_steps}, the last the limit allows; no "
                 f"model call would read its result, so stop with 'max_steps' before running it")
     return None
+
+
+def _ran_from(run: Run, reply: int) -> list[str]:
+    """The names of the tools that ran after reply ``reply`` (1-based) or a later one."""
+    return [name for after, name, _ in run.tool_runs if after >= reply]
 
 
 def _crossed(run: Run, budget: int) -> int | None:
@@ -712,7 +717,7 @@ def _crossed(run: Run, budget: int) -> int | None:
 def ran_past_budget(run: Run, budget: int) -> str | None:
     """A tool of the reply that crossed the budget (or a later one) ran."""
     crossed = _crossed(run, budget)
-    late = [name for after, name, _ in run.tool_runs if crossed and after >= crossed]
+    late = _ran_from(run, crossed) if crossed else []
     if late:
         return (f"reply {crossed} took the total to {run.tokens[crossed - 1]:,} tokens, past "
                 f"the {budget:,}-token budget, and its {late[0]} call still ran; check the "

@@ -216,9 +216,7 @@ def after_tools(state: RunState, calls: list[Block],
     """
     if not calls:
         return None
-    step = state.steps[-1]
-    todo = calls if not settled and not step.executions and not step.reply.refused \
-        else calls_to_run(state, calls, settled)
+    todo = calls_to_run(state, calls, settled)
     return add_results(state, calls, run_calls(state, todo, reply_calls=calls, settled=settled),
                        settled)
 
