@@ -37,7 +37,10 @@ Secrets never reach the file: :func:`~primer.agents.redaction.redact` replaces v
 value stored under a key such as ``api_key``, ``authorization``, ``x-api-key`` or
 ``headers`` with ``"[REDACTED]"``. The writer encodes each line with orjson, looks for any
 trace of a secret in it (:func:`~primer.agents.redaction.may_hold_secret`) and walks the
-event with ``redact`` only when it finds one.
+event with ``redact`` only when it finds one. In a ``model_call`` or ``tool_execution``
+event of the shape the loop writes, it looks only at what came from outside the loop (the
+reply; the call's id, name, input, result, error kind and attempt records): every other
+field is a number the loop counted or measured, which can hold no secret.
 
 Reading
 -------
@@ -86,7 +89,7 @@ FORMAT_NAME = "primer-trace"
 #: The trace format's version, written in ``run_start``; a reader refuses newer versions.
 FORMAT_VERSION = 1
 
-def _line(record: dict[str, Any]) -> bytes:
+def _line(record: object) -> bytes:
     """One trace line (UTF-8, newline included), written by orjson: compact JSON in well
     under a microsecond. NaN and infinities, which JSON cannot hold, become ``null``. What
     orjson refuses (a lone surrogate such as a file name decoded with ``os.fsdecode``, an
@@ -100,6 +103,49 @@ def _line(record: dict[str, Any]) -> bytes:
 
 PathLike = str | os.PathLike[str]
 _RESERVED = frozenset({"event", "seq", "t"})
+
+# What the writer looks for secrets in. Every field of a step's two events is either
+# something that came from outside the loop (the model's reply; a tool call's id, name,
+# input, result and attempt records) or a number the loop counted or measured itself (the
+# step, the prompt estimate, seconds, attempts, token counts). A number holds no secret, and
+# redact() changes nothing in it, so when an event has exactly the fields the loop writes
+# (each looked up below, and the count of fields matches) and each counted field holds a
+# number, only the outside part is looked at (a fraction of the line). Any other event,
+# or one of another shape, is looked at whole.
+
+
+def _model_call_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
+    try:
+        reply, usage = data["reply"], data["reply"]["usage"]
+        if not (type(reply) is dict and type(usage) is dict
+                and len(data) == 4 and type(data["step"]) is int
+                and type(data["prompt_estimate"]) is int and type(data["latency_s"]) is float
+                and len(usage) == 4 and type(usage["input_tokens"]) is int
+                and type(usage["output_tokens"]) is int
+                and type(usage["cache_creation_input_tokens"]) is int
+                and type(usage["cache_read_input_tokens"]) is int):
+            return None
+        received, refused = reply.get("received"), reply.get("refused")
+        if len(reply) != 4 + ("received" in reply) + ("refused" in reply):
+            return None
+        return reply["content"], reply["stop_reason"], reply["model"], received, refused
+    except (KeyError, TypeError):  # a field missing, or not a dict where one belongs
+        return None
+
+
+def _tool_execution_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
+    try:
+        if not (len(data) == 10 and type(data["step"]) is int
+                and type(data["is_error"]) is bool and type(data["latency_s"]) is float
+                and type(data["attempts"]) is int):
+            return None
+        return (data["tool_use_id"], data["name"], data["input"], data["content"],
+                data["error_kind"], data["attempt_log"])
+    except KeyError:
+        return None
+
+
+_OUTSIDE = {"model_call": _model_call_outside, "tool_execution": _tool_execution_outside}
 
 
 class TraceWriter:
@@ -142,7 +188,9 @@ class TraceWriter:
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         # t to the microsecond (round(x, 6) costs a decimal conversion; this, an integer)
         t = round((time.monotonic() - self._start) * 1e6) / 1e6
-        if kind != "run_start" and data.keys().isdisjoint(_RESERVED):  # every step's events
+        outside = _OUTSIDE.get(kind)
+        part = outside(data) if outside is not None else None
+        if part is not None:  # a step's event as the loop writes it: no reserved field in it
             record: dict[str, Any] = {"event": kind, "seq": self.seq, "t": t, **data}
         else:
             record = {"event": kind, "seq": self.seq, "t": t}
@@ -152,7 +200,7 @@ class TraceWriter:
             record.update({k: v for k, v in data.items() if k not in _RESERVED})
         try:
             line = _line(record)
-            if may_hold_secret(line):
+            if may_hold_secret(line if part is None else _line(part)):
                 line = _line(redact(record))
         except (TypeError, ValueError) as e:
             raise TypeError(f"trace event {kind!r} holds a value JSON cannot encode: {e}") from e
