@@ -12,7 +12,7 @@ from typing import Literal
 import pytest
 
 from primer.agents import Tool, tool
-from primer.agents.tools import _fast_check
+from primer.agents.input_schema import SchemaCheck, _fast_check
 
 
 @tool
@@ -43,7 +43,7 @@ def test_a_pydantic_schema_gets_a_fast_check():
 
 @pytest.mark.parametrize("args", CASES, ids=[json.dumps(c) for c in CASES])
 def test_the_fast_check_and_jsonschema_agree_on_every_input(args):
-    errors = list(lookup._validator.iter_errors(args))
+    errors = list(SchemaCheck(lookup.input_schema).validator.iter_errors(args))
     assert fast(lookup)(args) == (not errors)
     assert (lookup.input_errors(args) is None) == (not errors)
 

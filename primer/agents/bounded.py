@@ -356,3 +356,16 @@ def safe_repr(value: Any, limit: int = 60) -> str:
     except Exception:  # noqa: BLE001 - describing a value must not fail
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def safe_str(value: Any, limit: int = 2000) -> str:
+    """``str(value)`` that never raises (a broken ``__str__`` falls back to the type name)
+    and is cut to ``limit`` characters."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - describing a value must not fail
+        try:
+            text = object.__repr__(value)
+        except Exception:  # noqa: BLE001
+            text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -59,10 +59,11 @@ from typing import Any
 from .config import AgentConfig
 from .conversation import RECORDED_AS, load_run
 from .exits import HANDOFF_TOOL_NAME
+from .jsontext import compact_json
 from .llm import Reply
 from .messages import text_of
 from .state import StopCause, canonical_call
-from .tools import Tool, compact_json
+from .tools import Tool
 from .trace import PathLike, Trace, TraceStep, check_record
 from .what_if import GuardEffect, what_if
 

@@ -33,13 +33,14 @@ from typing import Any, Protocol, TypeVar
 
 import pydantic
 
+from .bounded import safe_str
 from .config import AgentConfig
 from .context import prompt_size_text, prompt_tokens
 from .cost import cost_usd
 from .llm import STOP_REASONS, Usage
 from .messages import Message, user_message
 from .state import RunState, Stop, StopCause, canonical_call, repeat_key
-from .tools import Tool, ToolRegistry, call_needs_approval, safe_str
+from .tools import Tool, ToolRegistry, call_needs_approval
 
 
 class Check(Protocol):

@@ -76,3 +76,11 @@ def compact_length(obj: Any) -> int:
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return len(compact(obj))
     return len(text) if text.isascii() else len(text.decode("utf-8"))
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as one line of JSON for messages and tables (its ``repr`` if not JSON)."""
+    try:
+        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -53,9 +53,10 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from .bounded import safe_str
 from .event_loop_thread import EventLoopThread
 from .retry import ToolTimeout
-from .tools import Tool, ToolError, ToolOutput, safe_str
+from .tools import Tool, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

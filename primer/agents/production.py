@@ -46,12 +46,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounded import safe_str
 from .config import AgentConfig
 from .llm import Reply, TransientModelError, Usage
 from .messages import Block
 from .retry import ModelRetriesExhausted, RetryPolicy, ToolTimeout, TransientToolError
 from .timeouts import HungCall, call_with_timeout, raise_if_abandoned
-from .tools import Tool, ToolExecution, ToolRegistry, idempotency_key, safe_str
+from .tools import Tool, ToolExecution, ToolRegistry, idempotency_key
 
 # ---------------------------------------------------------------- the tool runner
 

@@ -41,11 +41,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, valid_text
+from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, safe_str, valid_text
+from .input_schema import json_type, object_problem
 from .llm import Reply, Usage
 from .messages import Block, text_block, tool_use_block
 from .request_check import block_problem
-from .tools import json_type, object_problem, safe_str
 
 #: Content block types a model reply may hold, as the Messages API sends them (the
 #: ``ContentBlock`` union of the ``anthropic`` SDK's response types; a test keeps the two

@@ -50,7 +50,7 @@ from typing import Any, Union, get_args
 import pydantic
 from typing_extensions import TypedDict, get_type_hints
 
-from .bounded import json_problem
+from .bounded import json_problem, safe_repr
 
 #: Block types only a model's turn may hold.
 ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "server_tool_use",
@@ -196,7 +196,7 @@ def block_problem(block: Any, role: str) -> str | None:
     kind = block.get("type")
     table = _block_types()
     if kind not in table:
-        return f".type: Input tag {_short(kind)} is not one of {', '.join(sorted(table))}"
+        return f".type: Input tag {safe_repr(kind, 40)} is not one of {', '.join(sorted(table))}"
     if role == "user" and kind in ASSISTANT_ONLY:
         return f".type: a {kind} block can only be in an assistant message"
     if role == "assistant" and kind in USER_ONLY:
@@ -226,7 +226,7 @@ def _result_content_problem(content: Any) -> str | None:
     for j, b in enumerate(content):
         kind = b.get("type") if isinstance(b, dict) else None
         if kind not in table:
-            return (f".content.{j}.type: Input tag {_short(kind)} is not one of "
+            return (f".content.{j}.type: Input tag {safe_repr(kind, 40)} is not one of "
                     f"{', '.join(sorted(table))}")
         problem = _shape_problem(table[kind], b)
         if problem:
@@ -401,8 +401,3 @@ def _unicode_problem(text: Any) -> str | None:
     if isinstance(text, str) and not text.isascii():
         return json_problem(text, text=True)
     return None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."

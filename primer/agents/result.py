@@ -15,10 +15,11 @@ from typing import Any
 
 import pydantic
 
+from .jsontext import compact_json
 from .llm import Reply, Usage
 from .messages import THINKING_TYPES, Block, Message
 from .state import Step, Stop, StopCause
-from .tools import ToolExecution, compact_json
+from .tools import ToolExecution
 
 
 @dataclass

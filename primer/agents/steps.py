@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from types import CoroutineType
 from typing import Any
 
+from .bounded import safe_str
 from .coroutines import run_to_completion
 from .cost import cost_usd
 from .exits import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
@@ -27,7 +28,7 @@ from .result import AgentResult, summarize
 from .state import EventSink, RunState, Step, Stop, StopCause
 from .streaming import MODEL_EVENT_KINDS
 from .timeouts import inline_calls, raise_if_abandoned, watched
-from .tools import ToolExecution, call_needs_approval, execute_tools, safe_str
+from .tools import ToolExecution, call_needs_approval, execute_tools
 
 # ---------------------------------------------------------------- the model call
 

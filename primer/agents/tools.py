@@ -12,7 +12,8 @@ how to fix the call, never an exception that ends the run:
 
 * an unknown tool name (the error lists the real tools),
 * input that is not a JSON object or fails the schema (the error names the field and shows
-  the ``input_schema``), checked with ``jsonschema`` and never coerced,
+  the ``input_schema``), checked with ``jsonschema`` and never coerced
+  (:mod:`primer.agents.input_schema`, which also builds a schema from type hints),
 * the function raising (:class:`ToolError` for messages written for the model; any other
   exception is reported with its type and message).
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextvars
 import difflib
-import functools
 import inspect
 import json
 import re
@@ -34,22 +34,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import Any, get_type_hints
+from typing import Any
 
-import fastjsonschema
-import pydantic
-
-from ._fast_imports import import_jsonschema
-from .bounded import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, valid_text
+from .bounded import safe_repr, safe_str, valid_text
 from .coroutines import is_async_callable, run_to_completion
+from .input_schema import (
+    IDEMPOTENCY_PARAM,
+    SchemaCheck,
+    object_problem,
+    parse_docstring,
+    schema_from_signature,
+)
+from .jsontext import compact_json
 from .llm import Usage
 from .messages import Block, tool_result_block
-
-jsonschema = import_jsonschema()
-
-#: A tool function with a parameter of this name receives the call's idempotency key from
-#: the harness; the parameter is not part of the ``input_schema`` the model sees.
-IDEMPOTENCY_PARAM = "idempotency_key"
 
 
 def idempotency_key(tool_use_id: str) -> str:
@@ -96,8 +94,7 @@ class Tool:
     side_effecting: bool = False
     needs_approval: bool | Callable[[dict[str, Any]], bool] = False
     timeout_s: float | None = None
-    _validator: Any = field(init=False, repr=False, compare=False)
-    _fast: Any = field(default=None, init=False, repr=False, compare=False)
+    _check: SchemaCheck = field(init=False, repr=False, compare=False)
     _takes_key: bool = field(init=False, repr=False, compare=False)
     _is_async: bool = field(init=False, repr=False, compare=False)
 
@@ -115,9 +112,7 @@ class Tool:
         if not isinstance(self.side_effecting, bool):
             raise ValueError(f"tool {self.name}: side_effecting must be True or False, not "
                              f"{self.side_effecting!r}")
-        cls = jsonschema.validators.validator_for(self.input_schema)
-        cls.check_schema(self.input_schema)
-        self._validator = _strict_validator(cls)(self.input_schema)
+        self._check = SchemaCheck(self.input_schema)
         try:
             params = inspect.signature(self.fn).parameters
         except (TypeError, ValueError):
@@ -161,15 +156,9 @@ class Tool:
         if type(args) is not dict:  # (the loop's boundary has checked a dict's values)
             return (f"{self.name}: the input {object_problem(args)}. Send the arguments as a "
                     f"JSON object matching input_schema {compact_json(self.input_schema)}.")
-        if self._fast is None:  # compiled on first use, once per distinct schema
-            self._fast = _fast_check(json.dumps(self.input_schema, sort_keys=True))
-        if self._fast is not False and self._fast(args):
-            return None  # valid: the fast check accepts only what jsonschema accepts
-        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
-        if not errors:
+        lines = self._check.problems(args)
+        if lines is None:
             return None
-        lines = [f"at '{'/'.join(map(str, e.absolute_path))}': {e.message}"
-                 if e.absolute_path else e.message for e in errors]
         return (f"{self.name}: invalid input: {'; '.join(lines)}. "
                 f"Expected input_schema: {compact_json(self.input_schema)}.")
 
@@ -222,51 +211,12 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
 
     def build(f: Callable[..., Any]) -> Tool:
         doc = inspect.getdoc(f) or ""
-        summary, arg_docs = _parse_docstring(doc)
+        summary, arg_docs = parse_docstring(doc)
         return Tool(name or f.__name__, description or summary or f.__name__,
                     schema_from_signature(f, arg_docs), f, side_effecting=side_effecting,
                     needs_approval=needs_approval, timeout_s=timeout_s)
 
     return build(fn) if fn is not None else build
-
-
-def schema_from_signature(f: Callable[..., Any],
-                          arg_docs: dict[str, str] | None = None) -> dict[str, Any]:
-    """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``."""
-    hints = get_type_hints(f)
-    fields: dict[str, Any] = {}
-    for p in inspect.signature(f).parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == IDEMPOTENCY_PARAM:
-            continue
-        if p.name not in hints:
-            raise TypeError(f"{f.__name__}: parameter {p.name!r} needs a type hint to become "
-                            f"part of the tool's input_schema")
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (hints[p.name], pydantic.Field(
-            default, description=(arg_docs or {}).get(p.name)))
-    model = pydantic.create_model(f"{f.__name__}_input", **fields)
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    schema["additionalProperties"] = False
-    return schema
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    head, _, args = doc.partition("\nArgs:\n")
-    arg_docs: dict[str, str] = {}
-    current = None
-    for line in args.splitlines():
-        m = re.match(r"\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
-        if m:
-            current = m.group(1)
-            arg_docs[current] = m.group(2).strip()
-        elif current and line.strip():
-            arg_docs[current] += " " + line.strip()
-        elif not line.startswith(" ") and line.strip():
-            break
-    return " ".join(head.split()), arg_docs
 
 
 @dataclass
@@ -394,7 +344,7 @@ class ToolRegistry:
         if isinstance(name, str):
             close = difflib.get_close_matches(name, list(self._tools), n=1, cutoff=0.7)
             hint = f" Did you mean '{close[0]}'?" if close else ""
-        return f"Unknown tool {_short(name)}. Available tools: {known}.{hint}"
+        return f"Unknown tool {safe_repr(name, 80)}. Available tools: {known}.{hint}"
 
     def refuse(self, block: Block, refusal: dict[str, str]) -> ToolExecution:
         """The error result for a call the harness refused before running it
@@ -504,38 +454,6 @@ def timeout_error_message(t: Tool, error: BaseException) -> str:
     return f"{what}. It may work if called again."
 
 
-def object_problem(args: Any) -> str:
-    """Why ``args`` is not a usable tool input (a JSON object within the limits of
-    :mod:`primer.agents.bounded`), as the end of a sentence: "the input ...". For text,
-    the JSON parser's own message and position."""
-    if isinstance(args, str):
-        try:
-            value = parse_json(args)
-        except JSONRefused as e:
-            return (f"arrived as text, not a JSON object, and the text is not usable JSON: "
-                    f"{e.reason} (it began {_short(args)})")
-        if isinstance(value, dict):
-            return "arrived as text holding a JSON object, not as the object itself"
-        return f"arrived as text holding {json_type(value)}, not a JSON object"
-    if type(args) is not dict:
-        return f"must be a JSON object, not {json_type(args)}"
-    problem = json_problem(args, text=True, max_depth=MAX_INPUT_DEPTH)
-    return f"cannot be used: it holds {problem}" if problem else "is a usable JSON object"
-
-
-def safe_str(value: Any, limit: int = 2000) -> str:
-    """``str(value)`` that never raises (a broken ``__str__`` falls back to the type name)
-    and is cut to ``limit`` characters."""
-    try:
-        text = str(value)
-    except Exception:  # noqa: BLE001 - describing a value must not fail
-        try:
-            text = object.__repr__(value)
-        except Exception:  # noqa: BLE001
-            text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def result_text(value: Any) -> tuple[str, str | None]:
     """A tool's return value as ``tool_result`` text: ``(text, None)`` or ``("", problem)``.
 
@@ -580,94 +498,3 @@ def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
                             thread_name_prefix="tool") as pool:
         contexts = [contextvars.copy_context() for _ in tool_uses]  # the caller's, in each
         return list(pool.map(lambda b, ctx: ctx.run(run_one, b), tool_uses, contexts))
-
-
-def _is_integer(_checker: Any, value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-#: Keywords that mean the same in draft 4 and in later drafts, and that fastjsonschema checks
-#: exactly as jsonschema does. A schema using any other keyword gets no fast path.
-_FAST_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items",
-                            "minimum", "maximum", "minLength", "maxLength", "pattern",
-                            "minItems", "maxItems", "anyOf", "allOf", "not", "enum",
-                            "description", "title", "default", "examples", "format"})
-
-
-def _fast_safe(node: Any) -> bool:
-    if not isinstance(node, dict) or not set(node) <= _FAST_KEYWORDS:
-        return False
-    if "enum" in node and not all(isinstance(v, str) for v in node["enum"]):
-        return False  # Python's True == 1 would let a boolean through an enum of numbers
-    subs = list(node.get("properties", {}).values()) + node.get("anyOf", []) + node.get(
-        "allOf", []) + [node[k] for k in ("items", "not") if k in node]
-    extra = node.get("additionalProperties", False)
-    return (all(_fast_safe(sub) for sub in subs)
-            and (isinstance(extra, bool) or _fast_safe(extra)))
-
-
-@functools.lru_cache(maxsize=256)
-def _fast_check(schema_json: str) -> Callable[[Any], bool] | bool:
-    """A compiled yes/no check for the schema, or ``False`` when there is none.
-
-    Validating with jsonschema costs tens of µs a call, most of the harness's own work per
-    step; ``fastjsonschema`` compiles a schema to a Python function that checks it in about
-    1–2 µs. It is used only to say "valid", and only for schemas made of
-    :data:`_FAST_KEYWORDS` under draft 4 rules (where "integer" excludes 2.0, as the strict
-    validator here does); formats are ignored by both. Any input it rejects goes to jsonschema,
-    which writes the error messages and has the last word.
-    """
-    schema = json.loads(schema_json)
-    if not _fast_safe(schema):
-        return False
-    try:
-        compiled = fastjsonschema.compile(
-            {**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
-            use_default=False, use_formats=False, detailed_exceptions=False)
-    except fastjsonschema.JsonSchemaDefinitionException:
-        return False
-
-    def check(args: Any) -> bool:
-        try:
-            compiled(args)
-        except fastjsonschema.JsonSchemaValueException:
-            return False
-        return True
-
-    return check
-
-
-@functools.cache
-def _strict_validator(cls: Any) -> Any:
-    """``cls`` with "integer" meaning a JSON integer only: JSON Schema counts 2.0 as an
-    integer, but a function typed ``int`` must not be handed a float."""
-    return jsonschema.validators.extend(
-        cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
-
-
-def compact_json(value: Any) -> str:
-    """``value`` as one line of JSON for messages and tables (its ``repr`` if not JSON)."""
-    try:
-        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def json_type(value: Any) -> str:
-    """What kind of JSON value ``value`` is, for messages: "an array", "null", ..."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return "a string"
-    return f"a {type(value).__name__}"
