@@ -48,13 +48,20 @@ SECRET_HINTS = ("sk-", "bearer", "akia", "api",  # api_key, api-key, apikey, x-a
                 "refresh-token", "headers", "cookie")
 
 
-_HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS))
+#: The four letters outside ASCII that a case-insensitive pattern matches to an ASCII letter
+#: (``İ`` and ``ı`` match ``i``, ``ſ`` matches ``s``, the Kelvin sign ``K`` matches ``k``,
+#: and ``str.lower`` turns it into ``k``): lowering a line's bytes leaves them as they are,
+#: so a line holding one of them (UTF-8) is looked at as if it held a hint.
+FOLDED_LETTERS = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+_HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS + FOLDED_LETTERS))
 
 
 def may_hold_secret(line: bytes) -> bool:
-    """Whether an encoded ``line`` holds any of :data:`SECRET_HINTS` (case ignored): a cheap
-    superset test of what :func:`redact` would change in it (one scan of the lowered line;
-    a case-insensitive pattern would cost ten times more)."""
+    """Whether a UTF-8 ``line`` holds any of :data:`SECRET_HINTS` (ASCII case ignored) or
+    one of :data:`FOLDED_LETTERS`: a cheap superset test of what :func:`redact` would change
+    in it (one scan of the lowered line; a case-insensitive pattern would cost ten times
+    more)."""
     return _HINTS.search(line.lower()) is not None
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from .bounded import MAX_INPUT_DEPTH, json_problem, safe_repr, safe_str, valid_text
 from .input_schema import json_type, object_problem
-from .llm import Reply, Usage
+from .llm import STOP_REASONS, Reply, Usage
 from .messages import Block, text_block, tool_use_block
 from .request_check import block_problem
 
@@ -70,7 +70,8 @@ def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
     repair was needed, and ``reply.tool_uses`` is filled in. A string return is the
     problem (:func:`reply_problem`): nothing in the reply may be acted on.
     """
-    if type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage:
+    if type(raw) is Reply and type(raw.content) is list and type(raw.usage) is Usage \
+            and type(raw.stop_reason) is str and type(raw.model) is str:
         u = raw.usage  # the common shape: check the counts in place
         if not (type(u.input_tokens) is int and type(u.output_tokens) is int
                 and 0 <= u.input_tokens <= _MAX and 0 <= u.output_tokens <= _MAX
@@ -91,8 +92,9 @@ def accept_reply(raw: Any, call_no: int, taken: set[str]) -> Reply | str:
         usage = raw.usage if isinstance(raw.usage, Usage) else Usage.from_dict(raw.usage)
     content = raw.content if isinstance(raw.content, (list, str)) else [raw.content]
     blocks, received, refused = normalize_content(content, call_no, taken)
-    reply = Reply(blocks, raw.stop_reason, usage, raw.model if isinstance(raw.model, str)
-                  else safe_str(raw.model), received, refused or None)
+    model = str.__str__(raw.model) if isinstance(raw.model, str) else safe_str(raw.model)
+    reply = Reply(blocks, str.__str__(raw.stop_reason), usage, model, received,
+                  refused or None)  # (plain strings: a subclass or an enum of str is not)
     reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
     return reply
 
@@ -162,8 +164,8 @@ def reply_problem(reply: Any) -> str | None:
     """Why a model's return value cannot be acted on, or ``None`` when it can.
 
     A reply must be a :class:`Reply` whose ``content`` is a list of blocks, a string or one
-    block (a dict), and whose ``usage`` is a :class:`Usage` or a usage dict with every
-    count a whole number of tokens from 0 to
+    block (a dict), whose ``stop_reason`` is a string, and whose ``usage`` is a
+    :class:`Usage` or a usage dict with every count a whole number of tokens from 0 to
     :data:`~primer.agents.llm.MAX_USAGE_TOKENS`: without a usage it can trust, the run's
     budgets could not be enforced.
     """
@@ -171,6 +173,9 @@ def reply_problem(reply: Any) -> str | None:
         return f"a {type(reply).__name__}, not a Reply (a model adapter must return one)"
     if not isinstance(reply.content, (list, str, dict)):
         return f"content of type {type(reply.content).__name__}, not a list of blocks"
+    if not isinstance(reply.stop_reason, str):
+        return (f"a stop_reason of type {type(reply.stop_reason).__name__}, not a string (a "
+                f"model adapter must map it to one of {', '.join(STOP_REASONS)})")
     if isinstance(reply.usage, dict):
         try:
             Usage.from_dict(reply.usage)

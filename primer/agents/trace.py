@@ -51,6 +51,7 @@ offline and reports where it differs.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import weakref
@@ -106,12 +107,13 @@ _RESERVED = frozenset({"event", "seq", "t"})
 
 # What the writer looks for secrets in. Every field of a step's two events is either
 # something that came from outside the loop (the model's reply; a tool call's id, name,
-# input, result and attempt records) or a number the loop counted or measured itself (the
-# step, the prompt estimate, seconds, attempts, token counts). A number holds no secret, and
-# redact() changes nothing in it, so when an event has exactly the fields the loop writes
-# (each looked up below, and the count of fields matches) and each counted field holds a
-# number, only the outside part is looked at (a fraction of the line). Any other event,
-# or one of another shape, is looked at whole.
+# input, result, error kind and attempt records) or a number the loop counted or measured
+# itself (the step, the prompt estimate, seconds, attempts, token counts). A number holds no
+# secret, and redact() changes nothing in it, so when an event is a plain dict (not a
+# subclass, which could answer len() and lookups otherwise than orjson reads it) with exactly
+# the fields the loop writes (each looked up below, and the count of fields matches) and
+# each counted field holds a number, only the outside part is looked at (a fraction of the
+# line). Any other event, or one of another shape, is looked at whole.
 
 
 def _model_call_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -188,7 +190,7 @@ class TraceWriter:
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         # t to the microsecond (round(x, 6) costs a decimal conversion; this, an integer)
         t = round((time.monotonic() - self._start) * 1e6) / 1e6
-        outside = _OUTSIDE.get(kind)
+        outside = _OUTSIDE.get(kind) if type(kind) is str and type(data) is dict else None
         part = outside(data) if outside is not None else None
         if part is not None:  # a step's event as the loop writes it: no reserved field in it
             record: dict[str, Any] = {"event": kind, "seq": self.seq, "t": t, **data}
@@ -201,7 +203,9 @@ class TraceWriter:
         try:
             line = _line(record)
             if may_hold_secret(line if part is None else _line(part)):
-                line = _line(redact(record))
+                # redact what the line holds (orjson writes dataclasses, enums, subclasses
+                # of dict as their JSON; redact sees them as that JSON too)
+                line = _line(redact(json.loads(line)))
         except (TypeError, ValueError) as e:
             raise TypeError(f"trace event {kind!r} holds a value JSON cannot encode: {e}") from e
         f = self._file or self._open("ab")
