@@ -166,7 +166,7 @@ def test_asking_for_more_replies_than_scripted_fails_loudly_naming_the_call():
         call(llm, [user_message("q")])
     message = str(err.value)
     assert "order model" in message
-    assert "scripted with 1 replies" in message and "reply 2" in message
+    assert "scripted with 1 reply and" in message and "reply 2" in message
 
 
 def test_a_reply_of_the_wrong_type_is_a_clear_type_error():

@@ -337,7 +337,8 @@ class ScriptedLLM:
             return self.script(messages)
         if self.calls >= len(self.script):
             raise ScriptExhausted(
-                f"{self.name} was scripted with {len(self.script)} replies and was asked for "
+                f"{self.name} was scripted with {len(self.script)} "
+                f"repl{'y' if len(self.script) == 1 else 'ies'} and was asked for "
                 f"reply {self.calls + 1}. Add replies to its script, or lower max_steps.")
         return self.script[self.calls]
 

@@ -379,7 +379,8 @@ class Trace:
                  format_trace_table(self.rows(), width=width)]
         stop = self.stop
         if stop is None:
-            lines.append("no stop event: the run did not finish (killed or crashed)")
+            if not any(n.startswith("no stop event") for n in self.notes):  # (else said below)
+                lines.append("no stop event: the run did not finish (killed or crashed)")
         else:
             lines.append(f"stop cause: {stop['cause']}")
             lines.append(str(stop.get("summary", "")))
