@@ -1,8 +1,9 @@
 """``python -m primer bench``: what the harness itself costs, measured on this machine.
 
-Every figure that has a target is a ratio of runs measured side by side: the variants run
-in alternating rounds in one process, and each figure is the median over the rounds, so a
-busy machine slows every variant alike. The load average is printed first.
+Every figure that has a target but one is a ratio of runs measured side by side: the
+variants run in alternating rounds in one process, and each figure is the median over the
+rounds, so a busy machine slows every variant alike. The exception is the trace writer's
+extra µs per step (item 2). The load average is printed first.
 
 1. **Overhead per step** (µs/step) of :func:`run_agent` driven by a zero-latency model
    (:class:`ZeroLatencyLLM`: prebuilt replies, fixed usage) asking for one trivial tool call
@@ -16,7 +17,10 @@ busy machine slows every variant alike. The load average is printed first.
    usage totals and repeat counts incrementally).
 2. **The trace writer**: the extra µs per step of the same run with ``trace=PATH`` (a JSON
    Lines event per model call and per tool call, flushed per line). Target: at most
-   :data:`TRACE_TARGET_US`.
+   :data:`TRACE_TARGET_US`, judged on each variant's fastest round (the median is printed
+   beside it). It is the one absolute figure with a target: a slow spell of the machine
+   does not cancel out of it as it does out of a ratio, and the fastest round is the
+   code's own cost, the rule ``timeit`` follows.
 3. **Checkpoint journal**: µs per step of a run whose every step calls a side-effecting tool
    with ``checkpoint_dir`` set (each step appends and fsyncs its lines), at 40 and at 320
    steps. Target: the 320-step figure at most :data:`CHECKPOINT_GROWTH_TARGET` times the
@@ -35,8 +39,8 @@ busy machine slows every variant alike. The load average is printed first.
 6. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
 
 Figures are wall-clock µs; the overhead lines also give CPU µs (all threads of the process),
-and each ratio and the trace line their CPU-time figure (on a machine shared with other work,
-wall time includes waiting for a CPU; CPU time less so). Targets apply to the wall figures.
+and each ratio its CPU-time figure (on a machine shared with other work, wall time
+includes waiting for a CPU; CPU time less so). Targets apply to the wall figures.
 What limits them: the overhead includes the tool's argument validation, building the reply
 and result blocks, the characters/4 token estimate of each new message and the garbage
 collector; it excludes any real model time. Fan-out includes thread start-up and each
@@ -192,11 +196,13 @@ def bench_config(steps: int, **overrides: Any) -> AgentConfig:
 @dataclass(frozen=True)
 class Overhead:
     """Median time per step over the rounds: ``wall_us`` (wall clock) and ``cpu_us`` (CPU
-    time of this process, all threads), both µs/step."""
+    time of this process, all threads), both µs/step; ``fastest_wall_us``, the fastest
+    round's wall time per step."""
 
     steps: int
     wall_us: float
     cpu_us: float
+    fastest_wall_us: float = float("nan")
 
 
 #: One measured variant: runs ``steps`` steps once (and checks that it did).
@@ -258,7 +264,8 @@ def side_by_side(variants: dict[str, Variant], steps: int, rounds: int) -> dict[
             run(steps)
             walls[name].append((time.perf_counter() - wall) / steps * 1e6)
             cpus[name].append((time.process_time() - cpu) / steps * 1e6)
-    return {name: Overhead(steps, statistics.median(walls[name]), statistics.median(cpus[name]))
+    return {name: Overhead(steps, statistics.median(walls[name]), statistics.median(cpus[name]),
+                           min(walls[name]))
             for name in variants}
 
 
@@ -410,12 +417,12 @@ def _trace(rounds: int, scratch: str) -> bool:
                             "traced": agent_variant(tool_timeout_s=None, trace=scratch)},
                            1_000, rounds)
     plain, traced = figures["plain"], figures["traced"]
-    extra = traced.wall_us - plain.wall_us
+    extra = traced.fastest_wall_us - plain.fastest_wall_us
     ok = extra <= TRACE_TARGET_US
     print(f"trace writer (1,000 steps, two events a step, tool_timeout_s=None): {extra:.1f} "
-          f"µs/step on top of {plain.wall_us:.1f} for the same runs untraced, in these rounds "
-          f"(CPU {traced.cpu_us - plain.cpu_us:.1f} on top of {plain.cpu_us:.1f})  "
-          f"(target <= {TRACE_TARGET_US:g})  {_verdict(ok)}", flush=True)
+          f"µs/step on top of {plain.fastest_wall_us:.1f} for the same runs untraced, fastest "
+          f"rounds (median of rounds {traced.wall_us - plain.wall_us:.1f} on top of "
+          f"{plain.wall_us:.1f})  (target <= {TRACE_TARGET_US:g})  {_verdict(ok)}", flush=True)
     return ok
 
 
