@@ -7,6 +7,8 @@ import threading
 
 import jsonschema
 import pytest
+from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from primer.agents.tools import (
     Tool,
@@ -76,6 +78,42 @@ def test_the_schema_forbids_extra_properties_so_a_misspelt_argument_is_an_error(
     assert get_order.input_schema["additionalProperties"] is False
     problem = get_order.input_errors({"order_id": "A123", "include_itmes": False})
     assert problem is not None and "include_itmes" in problem
+
+
+class Line(TypedDict):
+    sku: str
+    qty: int
+
+
+class Address(BaseModel):
+    city: str
+    title: str  # a field named like the keyword pydantic adds
+
+
+@tool
+def place(lines: list[Line], ship_to: Address, tags: dict[str, int]) -> str:
+    """Place an order."""
+    return "placed"
+
+
+def test_a_misspelt_field_of_a_nested_object_is_an_error_too():
+    good = {"lines": [{"sku": "A1", "qty": 1}], "ship_to": {"city": "Oslo", "title": "Dr"},
+            "tags": {"any-name": 3}}
+    assert place.input_errors(good) is None
+    problem = place.input_errors({**good, "lines": [{"sku": "A1", "qty": 1, "qtty": 2}],
+                                  "ship_to": {"city": "Oslo", "title": "Dr", "zip": "0150"}})
+    assert problem is not None
+    assert "at 'lines/0'" in problem and "'qtty' was unexpected" in problem
+    assert "at 'ship_to'" in problem and "'zip' was unexpected" in problem
+
+
+def test_the_nested_schemas_carry_no_titles_but_keep_a_field_named_title():
+    text = json.dumps(place.input_schema)
+    defs = place.input_schema["$defs"]
+    assert set(defs["Address"]["properties"]) == {"city", "title"}
+    assert '"title": "' not in text  # no pydantic title keyword left anywhere
+    assert place.input_schema["properties"]["tags"]["additionalProperties"] == {
+        "type": "integer"}  # a mapping stays open to any key
 
 
 def test_the_definition_is_exactly_what_the_model_sees():

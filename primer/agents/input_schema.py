@@ -33,7 +33,9 @@ IDEMPOTENCY_PARAM = "idempotency_key"
 
 def schema_from_signature(f: Callable[..., Any],
                           arg_docs: dict[str, str] | None = None) -> dict[str, Any]:
-    """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``."""
+    """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``: every
+    object in it, nested ones included, closed to fields it does not list. Raises
+    ``TypeError`` for a parameter without a type hint."""
     hints = get_type_hints(f)
     fields: dict[str, Any] = {}
     for p in inspect.signature(f).parameters.values():
@@ -47,11 +49,35 @@ def schema_from_signature(f: Callable[..., Any],
             default, description=(arg_docs or {}).get(p.name)))
     model = pydantic.create_model(f"{f.__name__}_input", **fields)
     schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
+    _tidy(schema)
     schema["additionalProperties"] = False
     return schema
+
+
+#: Where a JSON Schema holds further schemas: maps of them, lists of them, and single ones.
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def _tidy(node: Any) -> None:
+    """In place, in ``node`` and every schema inside it: drop pydantic's ``title``s (the
+    model reads the names and descriptions), and close each object that lists its
+    ``properties`` (``additionalProperties: false``, unless the schema says otherwise), so a
+    misspelt field of a nested object is an error too rather than passed on unnoticed."""
+    if not isinstance(node, dict):
+        return
+    node.pop("title", None)
+    if node.get("type") == "object" and "properties" in node:
+        node.setdefault("additionalProperties", False)
+    for key in _SCHEMA_MAPS:
+        for sub in (node.get(key) or {}).values():
+            _tidy(sub)
+    for key in _SCHEMA_LISTS:
+        for sub in node.get(key) or ():
+            _tidy(sub)
+    for key in _SCHEMA_ONE:
+        _tidy(node.get(key))
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
