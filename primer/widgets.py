@@ -54,6 +54,7 @@ from primer.agents import (
     text_reply,
     tool_reply,
 )
+from primer.agents.bounded import one_line
 from primer.agents.cost import (
     Prices,
     end_to_end_success,
@@ -562,8 +563,7 @@ def _table_html(rows: list[dict[str, Any]], max_chars: int = 70) -> str:
         return "<p>(no model calls)</p>"
 
     def cell(v: Any) -> str:
-        text = " ".join(str(v).split())
-        return html.escape(text if len(text) <= max_chars else text[: max_chars - 1] + "…")
+        return html.escape(one_line(v, max_chars))
 
     head = "".join(f"<th style='text-align:left;padding:2px 6px'>{html.escape(k)}</th>"
                    for k in rows[0])

@@ -369,3 +369,10 @@ def safe_str(value: Any, limit: int = 2000) -> str:
         except Exception:  # noqa: BLE001
             text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def one_line(value: Any, limit: int) -> str:
+    """``str(value)`` on one line (each run of whitespace one space), cut to ``limit``
+    characters and ending with "…" when cut: for tables and messages a person reads."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

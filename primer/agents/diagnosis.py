@@ -56,6 +56,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from .bounded import one_line
 from .config import AgentConfig
 from .conversation import RECORDED_AS, load_run
 from .exits import HANDOFF_TOOL_NAME
@@ -272,7 +273,7 @@ class _Reading:
         others = sum(len(c) >= threshold for c in where.values()) - 1
         also = f" (and {others} other call{'s' * (others != 1)} as often)" if others else ""
         return [Finding(FailureMode.REPEATS, tuple(calls),
-                        f"{_short(key, 90)} requested {len(calls)} times{also}",
+                        f"{one_line(key, 90)} requested {len(calls)} times{also}",
                         "loop detection (check_repeats)",
                         self.what_if(repeat_threshold=threshold))]
 
@@ -292,7 +293,7 @@ class _Reading:
         return [Finding(FailureMode.NO_PROGRESS, tuple(dict.fromkeys(i for i, _ in best)),
                         f"{len(best)} error results in a row "
                         f"({', '.join(f'{n} ×{k}' for n, k in names.items())}), the first: "
-                        f"{_short(first, 70)!r}",
+                        f"{one_line(first, 70)!r}",
                         "the no-progress detector (check_no_progress)",
                         self.what_if(no_progress_window=window))]
 
@@ -367,7 +368,7 @@ class _Reading:
                                tuple(dict.fromkeys(k for k, _, _ in unchecked)),
                                f"{len(unchecked)} call{'s' * (len(unchecked) != 1)} ran with "
                                f"input that fails its input_schema, first {name} at call {i}: "
-                               f"{_short(problem, 80)}",
+                               f"{one_line(problem, 80)}",
                                "input_schema validation before a call runs (Tool.input_errors)"))
         return out
 
@@ -391,7 +392,7 @@ class _Reading:
         return [Finding(FailureMode.SILENT_WRONG_ANSWER, (len(self.steps),),
                         f"the answer states {', '.join(dict.fromkeys(unsupported))}, which no "
                         f"tool result, user message or system prompt contains: "
-                        f"{_short(answer, 80)!r}",
+                        f"{one_line(answer, 80)!r}",
                         "check the final answer: run_agent(..., output_model=...), an eval "
                         "(AnswerContains), or a second model call that checks it")]
 
@@ -405,7 +406,7 @@ class _Reading:
                    and not x.get("is_error")]
             out.append(Finding(FailureMode.CUT_OFF, (s.index,),
                                f"reply {s.index} stopped at max_tokens holding a tool_use "
-                               f"{b.get('name')} {_short(compact_json(b.get('input')), 50)}"
+                               f"{b.get('name')} {one_line(compact_json(b.get('input')), 50)}"
                                + (f", and {len(ran)} such call{'s' * (len(ran) != 1)} ran"
                                   if ran else ""),
                                f"check_stop_reason never runs a cut-off call; raise max_tokens "
@@ -447,7 +448,7 @@ class _Reading:
                 return []
             return [Finding(FailureMode.STOPPED, (n,) if n else (),
                             f"the run stopped on {cause.value} before it answered: "
-                            f"{_short(str(stop.get('detail', '')), 90)}",
+                            f"{one_line(str(stop.get('detail', '')), 90)}",
                             "the limit that fired; no failure mode explains it, so check "
                             "whether the limit is too tight for the task")]
         if self._final_answer() is not None or modes & {FailureMode.UNANSWERED_TOOL_USE,
@@ -516,11 +517,6 @@ def _span(calls: tuple[int, ...]) -> str:
         return f"calls {calls[0]}-{calls[-1]}"
     return "calls " + ",".join(map(str, calls)) if len(calls) <= 4 else (
         f"calls {calls[0]}..{calls[-1]}")
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 __all__ = ["DEFAULT_COMPACT_SHARE", "DEFAULT_NO_PROGRESS_WINDOW", "DEFAULT_REPEAT_THRESHOLD",

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounded import one_line
 from .cost import Prices, cost_usd
 from .llm import LLM, Usage
 from .messages import tool_use_block, user_message
@@ -178,8 +179,7 @@ def react_rows(result: AgentResult, width: int = 70) -> list[dict[str, Any]]:
     ``width`` characters. Everything comes from the saved steps: the thoughts are in the trace.
     """
     def cut(text: str) -> str:
-        text = " ".join(text.split())
-        return text if len(text) <= width else text[: width - 1] + "…"
+        return one_line(text, width)
 
     rows = []
     for s in result.steps:

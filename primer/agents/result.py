@@ -15,6 +15,7 @@ from typing import Any
 
 import pydantic
 
+from .bounded import one_line
 from .jsontext import compact_json
 from .llm import Reply, Usage
 from .messages import THINKING_TYPES, Block, Message
@@ -188,11 +189,7 @@ def format_trace_table(rows: list[dict[str, Any]], width: int = 60) -> str:
         return "(no steps)"
     headers = list(rows[0])
 
-    def cell(v: Any) -> str:
-        text = " ".join(str(v).split())
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    cells = [[cell(r[h]) for h in headers] for r in rows]
+    cells = [[one_line(r[h], width) for h in headers] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

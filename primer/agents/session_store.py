@@ -42,6 +42,7 @@ from .bounded import (
     UnreadableFile,
     check_writable,
     json_problem,
+    one_line,
     parse_json,
     safe_repr,
 )
@@ -102,9 +103,8 @@ class SessionInfo:
         when = datetime.fromtimestamp(self.updated_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
         last = "no turns yet"
         if self.last_task is not None and self.last_stop_cause is not None:
-            task = " ".join(self.last_task.split())
-            task = task if len(task) <= task_chars else task[: task_chars - 1] + "…"
-            last = f"last: {task!r} -> {self.last_stop_cause.value}"
+            last = f"last: {one_line(self.last_task, task_chars)!r} -> " \
+                   f"{self.last_stop_cause.value}"
         return (f"{self.id}: {self.turns} turns, {self.messages} messages, "
                 f"{self.usage.total_tokens:,} tokens, {self.cost_usd:.4f} USD, "
                 f"updated {when} UTC; {last}")

@@ -24,6 +24,7 @@ from typing import Any
 
 from .agent_loop import run_agent
 from .allowance import current_scope
+from .bounded import one_line
 from .config import AgentConfig
 from .llm import LLM
 from .result import AgentResult
@@ -83,14 +84,12 @@ class SubAgent:
 
     def _report(self, child: AgentResult) -> ToolOutput:
         if child.stop_cause is StopCause.END_TURN and child.final_text is not None:
-            return ToolOutput(self._short(child.final_text), child.usage, child.cost_usd)
-        return ToolOutput(self._short(f"The helper stopped without an answer "
-                                      f"({child.stop_cause.value}). {child.summary}"),
+            return ToolOutput(one_line(child.final_text, self.summary_chars), child.usage,
+                              child.cost_usd)
+        return ToolOutput(one_line(f"The helper stopped without an answer "
+                                   f"({child.stop_cause.value}). {child.summary}",
+                                   self.summary_chars),
                           child.usage, child.cost_usd, is_error=True)
-
-    def _short(self, text: str) -> str:
-        text = " ".join(text.split())
-        return text if len(text) <= self.summary_chars else text[: self.summary_chars - 1] + "…"
 
 
 def sub_agent_tool(name: str, description: str, make_llm: Callable[[], LLM],

@@ -118,7 +118,8 @@ _RESERVED = frozenset({"event", "seq", "t"})
 
 def _model_call_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
     try:
-        reply, usage = data["reply"], data["reply"]["usage"]
+        reply = data["reply"]
+        usage = reply["usage"]
         if not (type(reply) is dict and type(usage) is dict
                 and len(data) == 4 and type(data["step"]) is int
                 and type(data["prompt_estimate"]) is int and type(data["latency_s"]) is float
@@ -127,10 +128,10 @@ def _model_call_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
                 and type(usage["cache_creation_input_tokens"]) is int
                 and type(usage["cache_read_input_tokens"]) is int):
             return None
-        received, refused = reply.get("received"), reply.get("refused")
         if len(reply) != 4 + ("received" in reply) + ("refused" in reply):
             return None
-        return reply["content"], reply["stop_reason"], reply["model"], received, refused
+        return (reply["content"], reply["stop_reason"], reply["model"], reply.get("received"),
+                reply.get("refused"))
     except (KeyError, TypeError):  # a field missing, or not a dict where one belongs
         return None
 

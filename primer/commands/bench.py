@@ -202,7 +202,7 @@ class Overhead:
     steps: int
     wall_us: float
     cpu_us: float
-    fastest_wall_us: float = float("nan")
+    fastest_wall_us: float
 
 
 #: One measured variant: runs ``steps`` steps once (and checks that it did).
