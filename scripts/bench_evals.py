@@ -37,7 +37,7 @@ from pathlib import Path
 import dask
 import distributed
 
-from primer.agents import run_evals
+from primer.harness.evals.run import run_evals
 from primer.scenarios.relay import SkilledModel, make_tools, relay_task
 
 

@@ -19,7 +19,7 @@ staged in ``build/site-src/`` from:
   from 0; taken by ``make site-pictures``) and a note on how to run it live; nothing else
   (``<details>`` answers stay folded, as the HTML says);
 - ``figures/*.svg``, on a figures page with each figure's caption from the docstring of
-  the function in :data:`primer.figures.FIGURES` that draws it.
+  the function in :data:`primer.views.figures.FIGURES` that draws it.
 
 The checks, on the built HTML: one page per lesson, every internal link and picture
 resolves to a file (and every ``#fragment`` to an id on its page), no page loads a script,
@@ -163,7 +163,7 @@ def lesson_table(paths: list[Path]) -> str:
 def figure_captions() -> dict[str, str]:
     """Figure name -> the first sentence of the docstring of the function that draws it
     (reST ````code```` and ``:func:`~a.b``` roles as Markdown ```code``` and ```b```)."""
-    from primer import figures
+    from primer.views import figures
 
     captions = {}
     for name, fn in figures.FIGURES.items():

@@ -1,6 +1,7 @@
 """Settings for the whole test session.
 
-Checkpoint journals are signed with a key (``primer.agents.journal.checkpoint_key``). Unless
+Checkpoint journals are signed with a key (``primer.harness.durable.journal.checkpoint_key``).
+Unless
 the environment names one, the session keeps its key in a temporary file rather than
 creating ``~/.config/primer/checkpoint.key``; subprocesses started by tests inherit it.
 """

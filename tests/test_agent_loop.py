@@ -14,29 +14,25 @@ import threading
 import pydantic
 import pytest
 
-import primer.agents.exits as exits
-import primer.agents.llm as llm_module
-import primer.agents.state as state_module
-from primer.agents import (
-    HANDOFF_TOOL_DEF,
-    HANDOFF_TOOL_NAME,
-    AgentConfig,
-    Prices,
+import primer.loop.checks as exits
+import primer.loop.model as llm_module
+import primer.loop.state as state_module
+from primer.loop.checks import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME
+from primer.loop.config import AgentConfig
+from primer.loop.cost import Prices, cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.messages import text_block, tool_use_block
+from primer.loop.model import (
     Reply,
     ScriptedLLM,
     ScriptExhausted,
-    StopCause,
-    Tool,
-    ToolError,
     Usage,
-    cost_usd,
     estimate_tokens,
-    run_agent,
     text_reply,
-    tool,
     tool_reply,
 )
-from primer.agents.messages import text_block, tool_use_block
+from primer.loop.state import StopCause
+from primer.loop.tools import Tool, ToolError, tool
 
 # ---------------------------------------------------------------- a small world
 

@@ -11,19 +11,13 @@ import math
 import pydantic
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    Hooks,
-    Reply,
-    ScriptedLLM,
-    StopCause,
-    Usage,
-    run_agent,
-    tool,
-    tool_reply,
-    tool_use_block,
-)
-from primer.agents.state import canonical_call
+from primer.harness.hooks import Hooks
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import tool_use_block
+from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
+from primer.loop.state import StopCause, canonical_call
+from primer.loop.tools import tool
 
 
 def counting_tool(name="refund", **flags):

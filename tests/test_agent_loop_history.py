@@ -7,25 +7,18 @@ import json
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    RunState,
-    ScriptedLLM,
-    StopCause,
-    ToolRegistry,
-    approve,
-    estimate_tokens,
-    load_trace,
-    replay,
-    resume,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.history import UNANSWERED_RESULT, unanswered_tool_uses
-from primer.agents.messages import text_block, user_message
-from primer.agents.request_check import messages_problems
+from primer.harness.durable.checkpoint import approve
+from primer.harness.durable.resume import resume
+from primer.harness.request_check import messages_problems
+from primer.harness.tracing.replay import replay
+from primer.harness.tracing.trace import load_trace
+from primer.loop.config import AgentConfig
+from primer.loop.history import UNANSWERED_RESULT, unanswered_tool_uses
+from primer.loop.loop import run_agent
+from primer.loop.messages import text_block, user_message
+from primer.loop.model import ScriptedLLM, estimate_tokens, text_reply, tool_reply
+from primer.loop.state import RunState, StopCause
+from primer.loop.tools import ToolRegistry, tool
 from primer.scenarios.orders import SYSTEM, make_llm, make_tools
 
 

@@ -6,7 +6,10 @@ import json
 
 import pydantic
 
-from primer.agents import AgentConfig, ScriptedLLM, StopCause, run_agent
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM
+from primer.loop.state import StopCause
 
 
 class Answer(pydantic.BaseModel):

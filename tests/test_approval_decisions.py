@@ -6,9 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-import primer.agents.checkpoint as checkpoint_module
+import primer.harness.durable.checkpoint as checkpoint_module
 from primer.__main__ import main
-from primer.agents import CheckpointError, approve, read_checkpoint, reject, resume
+from primer.harness.durable.checkpoint import approve, read_checkpoint, reject
+from primer.harness.durable.keystore import CheckpointError
+from primer.harness.durable.resume import resume
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV, RefundLedger
 

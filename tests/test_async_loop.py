@@ -11,25 +11,18 @@ import threading
 import pydantic
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    Hooks,
-    ManualClock,
-    Reply,
-    ScriptedLLM,
-    StopCause,
-    TransientToolError,
-    Usage,
-    async_loop,
-    exits,
-    resume,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.async_loop import run_agent_async
-from primer.agents.hooks import Block as HookBlock
+from primer.harness import async_loop
+from primer.harness.async_loop import run_agent_async
+from primer.harness.durable.resume import resume
+from primer.harness.hooks import Block as HookBlock
+from primer.harness.hooks import Hooks
+from primer.harness.retry import ManualClock, TransientToolError
+from primer.loop import checks as exits
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 from primer.scenarios import all_demos, stock
 
 # ---------------------------------------------------------------- comparing two runs
@@ -397,7 +390,7 @@ def test_a_sync_models_deltas_reach_on_event_in_the_event_loops_thread_in_order(
 
 
 def test_transient_model_errors_are_retried_with_the_same_waits_in_both_loops():
-    from primer.agents.llm import TransientModelError
+    from primer.loop.model import TransientModelError
 
     def flaky():
         inner = ScriptedLLM(["ok"])
@@ -472,7 +465,7 @@ def test_an_approval_pause_in_the_async_loop_is_resumed_like_any_other(tmp_path)
                                          config=config))
     assert paused.stop_cause is StopCause.AWAITING_APPROVAL and ran == []
     assert [e.content for e in paused.executions] == ["notes about receipt"]
-    from primer.agents import approve
+    from primer.harness.durable.checkpoint import approve
 
     approve(paused.checkpoint, paused.pending[0]["id"])
     done = resume(paused.checkpoint, ScriptedLLM(script[1:]), [pay, search])
@@ -480,7 +473,7 @@ def test_an_approval_pause_in_the_async_loop_is_resumed_like_any_other(tmp_path)
 
 
 def test_a_trace_of_the_async_loop_holds_the_same_events_as_the_sync_one(tmp_path):
-    from primer.agents import load_trace
+    from primer.harness.tracing.trace import load_trace
 
     script = [tool_reply(("search", {"query": "a"})), "found"]
     run_agent(ScriptedLLM(script), "go", [search], trace=tmp_path / "sync.jsonl")

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from primer.agents.bounded import (
+from primer.loop.text import (
     MAX_DEPTH,
     JSONRefused,
     UnreadableFile,
@@ -115,7 +115,7 @@ def test_valid_text_joins_a_written_out_pair_and_replaces_a_lone_surrogate():
 
 
 def test_check_writable_takes_a_regular_file_or_nothing(tmp_path):
-    from primer.agents.bounded import check_writable
+    from primer.loop.text import check_writable
 
     (tmp_path / "a").write_text("x")
     os.symlink(tmp_path / "a", tmp_path / "link")
@@ -125,7 +125,7 @@ def test_check_writable_takes_a_regular_file_or_nothing(tmp_path):
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "dangling link", "device"])
 def test_check_writable_refuses_what_would_block_or_write_elsewhere(tmp_path, kind):
-    from primer.agents.bounded import check_writable
+    from primer.loop.text import check_writable
 
     path = tmp_path / "out"
     if kind == "fifo":

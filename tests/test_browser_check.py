@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from primer.widgets import exit_explorer
+from primer.views.widgets import exit_explorer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,22 +5,15 @@ recorded run can be continued later."""
 import json
 import threading
 
-from primer.agents import (
-    AgentConfig,
-    Reply,
-    ScriptedLLM,
-    StopCause,
-    Usage,
-    exits,
-    list_checkpoints,
-    read_checkpoint,
-    resume,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-    tool_use_block,
-)
+from primer.harness.durable.checkpoint import list_checkpoints, read_checkpoint
+from primer.harness.durable.resume import resume
+from primer.loop import checks as exits
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import tool_use_block
+from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 
 
 def _lookups(cancel, ran):

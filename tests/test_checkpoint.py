@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import AgentConfig, Reply, ScriptedLLM, StopCause, run_agent, tool
-from primer.agents.checkpoint import (
+from primer.harness.durable.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
     approve,
@@ -24,10 +23,14 @@ from primer.agents.checkpoint import (
     reject,
     resume,
 )
-from primer.agents.journal import checkpoint_key, signed_lines
-from primer.agents.keystore import forget_anchor
-from primer.agents.messages import text_block, tool_use_block
-from primer.agents.tools import idempotency_key
+from primer.harness.durable.journal import checkpoint_key, signed_lines
+from primer.harness.durable.keystore import forget_anchor
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import text_block, tool_use_block
+from primer.loop.model import Reply, ScriptedLLM
+from primer.loop.state import StopCause
+from primer.loop.tools import idempotency_key, tool
 
 PAY = {"to": "ACME", "amount": 70}
 
@@ -334,7 +337,7 @@ def test_the_decision_stores_a_hash_of_the_exact_input_the_person_saw(tmp_path):
 
 
 def test_a_failing_first_write_leaves_no_file_and_no_temporary_file(tmp_path, monkeypatch):
-    from primer.agents import recorder
+    from primer.harness.durable import recorder
 
     def disk_pulled(*_, **__):
         raise OSError("disk pulled")
@@ -347,7 +350,7 @@ def test_a_failing_first_write_leaves_no_file_and_no_temporary_file(tmp_path, mo
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_process_killed_during_its_first_write_leaves_nothing_to_block_a_resume(tmp_path):
-    from primer.agents import recorder
+    from primer.harness.durable import recorder
 
     pid = os.fork()
     if pid == 0:  # the child dies half-way through writing its journal's first lines
@@ -529,7 +532,7 @@ def test_the_file_lock_is_a_hidden_side_file(tmp_path):
 
 
 def test_before_tool_hooks_also_guard_the_calls_a_resume_runs(tmp_path):
-    from primer.agents.hooks import BlockTools
+    from primer.harness.hooks import BlockTools
 
     world = World()
     paused = start(world, tmp_path)

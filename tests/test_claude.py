@@ -10,19 +10,22 @@ import anthropic
 import pytest
 from anthropic.types import StopReason
 
-from primer.agents import (
+from primer.loop.config import AgentConfig
+from primer.loop.cost import cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.model import (
     STOP_REASONS,
-    AgentConfig,
+    PermanentModelError,
+    PromptTooLong,
     Reply,
     ScriptedLLM,
-    StopCause,
-    cost_usd,
-    run_agent,
+    TransientModelError,
     text_reply,
-    tool,
     tool_reply,
 )
-from primer.agents.claude import (
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
+from primer.providers.claude import (
     API_KEY_ENV_VAR,
     DEFAULT_MODEL,
     MODEL_ENV_VAR,
@@ -30,8 +33,7 @@ from primer.agents.claude import (
     default_model,
     reply_from_message,
 )
-from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import PermanentModelError, PromptTooLong, TransientModelError
+from primer.providers.fake_server import FakeModelServer
 
 KEY = "sk-ant-test-0123456789-never-print-me"
 USER = [{"role": "user", "content": "hello"}]
@@ -266,12 +268,13 @@ def test_the_api_key_never_reaches_traces_results_logs_or_reprs(tmp_path, caplog
     assert leaked == [], f"the API key leaked into: {leaked}"
 
 
-def test_claude_llm_is_reachable_from_primer_agents_without_an_eager_import():
-    import primer.agents
-    import primer.agents.claude
+def test_claude_llm_is_reachable_from_primer_without_an_eager_import():
+    import primer
+    import primer.providers.claude
 
-    assert "ClaudeLLM" not in vars(primer.agents)  # resolved by the lazy __getattr__
-    assert primer.agents.ClaudeLLM is primer.agents.claude.ClaudeLLM
+    primer.__dict__.pop("ClaudeLLM", None)
+    assert "ClaudeLLM" not in vars(primer)  # resolved by the lazy __getattr__
+    assert primer.ClaudeLLM is primer.providers.claude.ClaudeLLM
     # tests/test_packaging.py checks, in a fresh interpreter, that the import pulls no SDK
 
 
@@ -309,7 +312,7 @@ def test_the_default_model_is_not_one_the_installed_sdk_marks_as_deprecated():
 
     assert DEFAULT_MODEL not in DEPRECATED_MODELS, (
         f"{DEFAULT_MODEL} is deprecated ({DEPRECATED_MODELS[DEFAULT_MODEL]}); pick a current "
-        f"model for DEFAULT_MODEL in primer/agents/claude.py")
+        f"model for DEFAULT_MODEL in primer/providers/claude.py")
 
 
 def test_demo_claude_without_a_key_says_what_to_do_and_exits_2(monkeypatch, capsys):
@@ -340,7 +343,7 @@ def test_demo_claude_runs_the_pto_task_through_claude_llm(monkeypatch, capsys):
 
 
 def test_sdk_tools_hand_the_runner_our_definitions_and_text_results():
-    from primer.agents.claude import sdk_tools
+    from primer.providers.claude import sdk_tools
 
     @tool
     def balance(employee: str) -> dict:
@@ -381,7 +384,7 @@ def _status_error(status: int, headers: dict[str, str] | None = None) -> anthrop
     (404, None), (400, {"x-should-retry": "true"}), (503, {"x-should-retry": "false"}),
     (429, {"x-should-retry": "false"})])
 def test_what_we_retry_is_exactly_what_the_sdk_would_retry(status, headers):
-    from primer.agents.claude import model_error
+    from primer.providers.claude import model_error
 
     error = _status_error(status, headers)
     client = anthropic.Anthropic(api_key=KEY, base_url="http://localhost")
@@ -392,7 +395,7 @@ def test_what_we_retry_is_exactly_what_the_sdk_would_retry(status, headers):
 def test_a_connection_error_is_transient_as_the_sdk_treats_it():
     import httpx
 
-    from primer.agents.claude import model_error
+    from primer.providers.claude import model_error
 
     err = anthropic.APIConnectionError(request=httpx.Request("POST", "http://localhost"))
     assert isinstance(model_error(err), TransientModelError)
@@ -412,8 +415,8 @@ def test_a_cache_ttl_of_one_hour_is_sent_on_the_cache_marks():
 def test_the_tool_runner_gets_our_tool_errors_as_its_own_tool_error():
     from anthropic.lib.tools import ToolError as SDKToolError
 
-    from primer.agents import ToolError
-    from primer.agents.claude import sdk_tools
+    from primer.loop.tools import ToolError
+    from primer.providers.claude import sdk_tools
 
     @tool
     def strict(day: str) -> str:

@@ -8,21 +8,16 @@ import asyncio
 import anthropic
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    FallbackLLM,
-    ManualClock,
-    ScriptedLLM,
-    StopCause,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.async_loop import run_agent_async
-from primer.agents.claude import AsyncClaudeLLM, ClaudeLLM
-from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import PermanentModelError
+from primer.harness.async_loop import run_agent_async
+from primer.harness.fallback import FallbackLLM
+from primer.harness.retry import ManualClock
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import PermanentModelError, ScriptedLLM, text_reply, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
+from primer.providers.claude import AsyncClaudeLLM, ClaudeLLM
+from primer.providers.fake_server import FakeModelServer
 
 KEY = "sk-ant-test-streaming-never-print-me"
 THINK = {"type": "enabled", "budget_tokens": 1024}

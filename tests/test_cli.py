@@ -14,7 +14,9 @@ import pytest
 
 import primer.scenarios as scenarios
 from primer.__main__ import main
-from primer.agents import AgentConfig, ScriptedLLM, tool, tool_reply
+from primer.loop.config import AgentConfig
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import tool
 from primer.scenarios import Scenario
 
 

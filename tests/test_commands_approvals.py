@@ -90,7 +90,8 @@ def test_resume_with_the_wrong_scenario_suggests_the_recorded_one(paused, capsys
 
 
 def test_resume_of_a_checkpoint_without_a_scenario_asks_for_one(tmp_path, capsys):
-    from primer.agents import AgentConfig, run_agent
+    from primer.loop.config import AgentConfig
+    from primer.loop.loop import run_agent
 
     demo = get_demo("refund")
     paused = run_agent(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,

@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 
 from primer.__main__ import main
-from primer.agents import run_agent
 from primer.commands.bench import (
     ZeroLatencyLLM,
     agent_variant,
@@ -22,6 +21,7 @@ from primer.commands.bench import (
     scripted_llm,
     side_by_side,
 )
+from primer.loop.loop import run_agent
 
 
 def test_the_zero_latency_model_runs_exactly_the_steps_asked_for_with_one_call_each():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import main
-from primer.agents.session_store import FILE_NAME, SessionStore
+from primer.harness.sessions.store import FILE_NAME, SessionStore
 from primer.scenarios import support_chat
 
 ROOT = Path(__file__).resolve().parent.parent

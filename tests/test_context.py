@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    StopCause,
-    Usage,
-    estimate_tokens,
-    run_agent,
-    tool,
-    tool_reply,
-)
-from primer.agents.context import (
+from primer.loop.config import AgentConfig
+from primer.loop.context import (
     SUMMARY_HEADER,
     LLMSummarizer,
     compact_messages,
@@ -25,8 +16,12 @@ from primer.agents.context import (
     trim_text,
     trim_tool_results,
 )
-from primer.agents.history import unanswered_tool_uses
-from primer.agents.messages import assistant_message, tool_result_block, user_message
+from primer.loop.history import unanswered_tool_uses
+from primer.loop.loop import run_agent
+from primer.loop.messages import assistant_message, tool_result_block, user_message
+from primer.loop.model import ScriptedLLM, Usage, estimate_tokens, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 from primer.scenarios.dense_tokens import DenseTokens
 
 
@@ -241,8 +236,8 @@ def test_compaction_starts_on_the_reported_prompt_where_the_estimate_is_still_un
 
 
 def test_prompt_tokens_is_the_estimate_before_the_first_call_and_the_count_after():
-    from primer.agents.state import RunState
-    from primer.agents.tools import ToolRegistry
+    from primer.loop.state import RunState
+    from primer.loop.tools import ToolRegistry
 
     state = RunState(config=AgentConfig(), system="", messages=[], registry=ToolRegistry([]),
                      tool_defs=[])

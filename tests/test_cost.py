@@ -1,4 +1,4 @@
-"""Every cost figure of the syllabus, computed by primer.agents.cost and pinned here.
+"""Every cost figure of the syllabus, computed by primer.loop.cost and pinned here.
 
 Each expected value is derived in the test from the closed form or the arithmetic the
 syllabus states, not copied from an output.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents.cost import (
+from primer.loop.cost import (
     MULTI_AGENT_TOKEN_MULTIPLIER,
     Prices,
     Savings,
@@ -27,7 +27,7 @@ from primer.agents.cost import (
     steps_to_fill,
     trim_savings,
 )
-from primer.agents.llm import Usage
+from primer.loop.model import Usage
 
 SONNET = Prices(3.0, 15.0)
 

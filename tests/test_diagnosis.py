@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import main
-from primer.agents import StopCause, diagnose, text_reply, tool_reply
-from primer.agents.conversation import read_conversation, to_conversation
-from primer.agents.diagnosis import FailureMode, _number_spans
-from primer.agents.trace import load_trace
+from primer.harness.tracing.conversation import read_conversation, to_conversation
+from primer.harness.tracing.diagnosis import FailureMode, _number_spans, diagnose
+from primer.harness.tracing.trace import load_trace
+from primer.loop.model import text_reply, tool_reply
+from primer.loop.state import StopCause
 from primer.scenarios import all_demos
 from primer.scenarios.gallery import GALLERY, gallery_path
 
@@ -250,7 +251,8 @@ def test_to_dict_is_json_with_one_entry_per_finding():
 def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cross_it(tmp_path):
     """budget_check="before": the first call whose worst case (total so far + its prompt
     estimate + max_tokens of output) passes the budget is never made."""
-    from primer.agents import AgentConfig, run_agent
+    from primer.loop.config import AgentConfig
+    from primer.loop.loop import run_agent
     from primer.scenarios import burner
 
     path = tmp_path / "before.jsonl"
@@ -272,7 +274,7 @@ def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cros
 def test_a_run_its_caller_cancelled_is_not_a_failure(tmp_path):
     import threading
 
-    from primer.agents import run_agent
+    from primer.loop.loop import run_agent
     from primer.scenarios import get_demo
 
     demo, cancel = get_demo("orders"), threading.Event()
@@ -308,7 +310,7 @@ def test_a_conversation_with_a_forged_tool_use_is_one_line_and_exit_2(tmp_path, 
 
 
 def test_a_tool_result_whose_id_is_not_a_string_is_refused(tmp_path):
-    from primer.agents.trace import TraceError
+    from primer.harness.tracing.trace import TraceError
 
     with pytest.raises(TraceError, match=r"messages\[2\].content\[0\] is a tool_result"):
         read_conversation([
@@ -325,7 +327,7 @@ def test_the_report_names_the_file_not_its_whole_path():
 
 
 def test_tool_inputs_are_checked_with_one_checker_per_tool_not_one_per_call(monkeypatch):
-    import primer.agents.diagnosis as diagnosis
+    import primer.harness.tracing.diagnosis as diagnosis
 
     built = []
     real = diagnosis.Tool

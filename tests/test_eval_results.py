@@ -8,8 +8,15 @@ from itertools import combinations
 
 import pytest
 
-from primer.agents import EvalRow, EvalSummary, pass_at_k, pass_hat_k, wilson_interval
-from primer.agents.eval_results import effective_sample_size, suite_interval
+from primer.harness.evals.results import (
+    EvalRow,
+    EvalSummary,
+    effective_sample_size,
+    pass_at_k,
+    pass_hat_k,
+    suite_interval,
+    wilson_interval,
+)
 
 
 def subsets_share(n: int, c: int, k: int, need_all: bool) -> float:

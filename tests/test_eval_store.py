@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import EvalRow, run_evals
-from primer.agents.eval_store import EvalResultsError, ResultsFile
+from primer.harness.evals.results import EvalRow
+from primer.harness.evals.run import run_evals
+from primer.harness.evals.store import EvalResultsError, ResultsFile
 from primer.scenarios.relay import SkilledModel, make_tools, relay_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +172,7 @@ def test_an_interrupted_run_keeps_its_rows_and_resuming_runs_only_the_rest(tmp_p
 
 KILLED_RUN = textwrap.dedent("""
     import sys, time
-    from primer.agents import run_evals, tool
+    from primer import run_evals, tool
     from primer.scenarios.relay import SkilledModel, relay_task
     from primer.scenarios.relay import make_tools as relay_tools
 

@@ -7,9 +7,15 @@ import json
 import pytest
 import yaml
 
-from primer.agents import AnswerContains, CostUnder, ModelGraded, StopCauseIs, run_evals
-from primer.agents.eval_suite import SuiteError, load_suite
-from primer.agents.scorers import ToolsInOrder
+from primer.harness.evals.run import run_evals
+from primer.harness.evals.scorers import (
+    AnswerContains,
+    CostUnder,
+    ModelGraded,
+    StopCauseIs,
+    ToolsInOrder,
+)
+from primer.harness.evals.suite import SuiteError, load_suite
 from primer.scenarios.suite import (
     BUILTIN_SUITE,
     builtin_suite,

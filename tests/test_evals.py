@@ -8,21 +8,13 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    AnswerContains,
-    EvalRow,
-    EvalSummary,
-    EvalTask,
-    ScriptedLLM,
-    StopCauseIs,
-    run_agent,
-    run_evals,
-    task_from_trace,
-    tool,
-    tool_reply,
-)
-from primer.agents.evals import path_matches, percentile
+from primer.harness.evals.results import EvalRow, EvalSummary
+from primer.harness.evals.run import EvalTask, path_matches, percentile, run_evals, task_from_trace
+from primer.harness.evals.scorers import AnswerContains, StopCauseIs
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import tool
 from primer.scenarios.relay import SkilledModel, final_code, make_tools, relay_llm, relay_task
 
 
@@ -206,7 +198,7 @@ def test_each_repeat_is_a_fresh_draw_of_a_nondeterministic_model():
 
 
 def test_repeats_give_pass_at_k_and_pass_hat_k_from_the_trials_of_each_task():
-    from primer.agents import pass_at_k, pass_hat_k
+    from primer.harness.evals.results import pass_at_k, pass_hat_k
 
     report = run_evals([relay_task(i, 4) for i in range(6)], SkilledModel(0.7), make_tools,
                        repeats=5, progress=False)

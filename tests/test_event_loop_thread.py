@@ -8,7 +8,7 @@ import threading
 import anyio
 import pytest
 
-from primer.agents.event_loop_thread import EventLoopThread
+from primer.providers.event_loop_thread import EventLoopThread
 
 
 async def add(a: int, b: int) -> int:

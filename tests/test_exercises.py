@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from primer.exercises import (
+from primer.course.exercises import (
     BEHAVIOURS,
     MAX_MODEL_CALLS,
     MAX_TOOL_RUNS,

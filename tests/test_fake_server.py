@@ -8,9 +8,8 @@ import urllib.request
 
 import pytest
 
-from primer.agents import ScriptedLLM, estimate_tokens, text_reply, tool_reply
-from primer.agents.fake_server import FakeModelServer, message_json
-from primer.agents.llm import Reply, Usage
+from primer.loop.model import Reply, ScriptedLLM, Usage, estimate_tokens, text_reply, tool_reply
+from primer.providers.fake_server import FakeModelServer, message_json
 
 
 def post(srv: FakeModelServer, path: str, body: object, headers: dict | None = None):

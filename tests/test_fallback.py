@@ -5,21 +5,15 @@ import asyncio
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    FallbackLLM,
-    ManualClock,
-    Prices,
-    ScriptedLLM,
-    StopCause,
-    cost_usd,
-    run_agent,
-    tool,
-    tool_reply,
-    usage_by_model,
-)
-from primer.agents.async_loop import run_agent_async
-from primer.agents.llm import PermanentModelError, TransientModelError
+from primer.harness.async_loop import run_agent_async
+from primer.harness.fallback import FallbackLLM, usage_by_model
+from primer.harness.retry import ManualClock
+from primer.loop.config import AgentConfig
+from primer.loop.cost import Prices, cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.model import PermanentModelError, ScriptedLLM, TransientModelError, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 
 
 class Flaky:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from primer import figures
-from primer.agents import StopCause
+from primer.loop.state import StopCause
+from primer.views import figures
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ def test_the_committed_figure_is_byte_for_byte_what_the_code_draws(name):
     path = ROOT / "figures" / f"{name}.svg"
     assert path.exists(), f"{path} is missing: run make figures"
     assert path.read_bytes() == figures.svg_bytes(figures.draw(name)), (
-        f"{path} differs from what primer.figures draws: run make figures and commit")
+        f"{path} differs from what primer.views.figures draws: run make figures and commit")
 
 
 def test_drawing_a_figure_twice_gives_the_same_svg_bytes():
@@ -34,7 +34,7 @@ def test_the_svg_carries_no_date_and_no_matplotlib_version():
 
 
 def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progress():
-    from primer.agents import exits
+    from primer.loop import checks as exits
 
     checks = figures.check_order()
     plain = [c.name for c in checks if not c.when]
@@ -53,7 +53,7 @@ def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progre
 def test_the_output_check_sits_on_the_end_turn_branch_right_after_the_stop_reason():
     # validate_output runs only when AFTER_REPLY stops with end_turn, and only
     # check_stop_reason says end_turn, so nothing after it in that phase ran
-    from primer.agents import exits
+    from primer.loop import checks as exits
 
     checks = figures.check_order()
     k = [c.name for c in checks].index("validate_output")
@@ -66,7 +66,8 @@ def test_the_output_check_sits_on_the_end_turn_branch_right_after_the_stop_reaso
 def test_one_turn_of_the_figure_appears_in_the_loops_source_in_the_same_order():
     import inspect
 
-    from primer.agents import agent_loop, steps
+    from primer.loop import loop as agent_loop
+    from primer.loop import steps
 
     loop = inspect.getsource(agent_loop.continue_run)
     order = []
@@ -92,7 +93,7 @@ def test_figure_4s_footer_sums_the_latencies_its_labels_show():
 
 
 def test_figure_7_draws_a_stored_measurement_that_behaves_like_threads_that_wait():
-    from primer.agents.parallel import latency_model, seeded_latencies
+    from primer.scenarios.parallel import latency_model, seeded_latencies
 
     data = figures.read_latency_measurement()
     latencies = seeded_latencies(8)
@@ -118,7 +119,7 @@ def test_a_missing_measurement_says_how_to_make_one(tmp_path):
 
 
 def test_each_check_returns_only_the_causes_it_is_marked_with():
-    from primer.agents import exits
+    from primer.loop import checks as exits
 
     assert exits.check_approval.causes == (StopCause.AWAITING_APPROVAL,)
     assert exits.check_wall_clock.causes == (StopCause.WALL_CLOCK,)
@@ -137,7 +138,7 @@ def test_an_unknown_figure_name_lists_the_known_ones():
 
 
 def test_importing_the_agent_library_does_not_import_matplotlib():
-    code = "import sys, primer.agents; print('matplotlib' in sys.modules)"
+    code = "import sys, primer, primer.loop.loop; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.strip()
     assert out == "False"

@@ -13,7 +13,7 @@ pytest.importorskip("langgraph")
 pytest.importorskip("langchain_anthropic")
 pytest.importorskip("agents")
 
-from primer.agents.frameworks import (  # noqa: E402 - after the skips
+from primer.course.frameworks import (  # noqa: E402 - after the skips
     DISTRIBUTIONS,
     run_agents_sdk,
     run_langgraph,
@@ -92,8 +92,8 @@ def test_lesson_13s_figures_for_langgraphs_default_limit_and_the_burner():
 
     from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
 
-    from primer.agents import Prices, Usage, cost_usd
-    from primer.agents.cost import call_input_tokens, cumulative_input_tokens
+    from primer.loop.cost import Prices, call_input_tokens, cost_usd, cumulative_input_tokens
+    from primer.loop.model import Usage
 
     assert int(DEFAULT_RECURSION_LIMIT) // 2 + 1 == 5_004
     steps = run_ours(BURNER).extra["result"].steps

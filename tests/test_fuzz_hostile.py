@@ -13,7 +13,7 @@ runs each script through ``run_agent`` against tools that can misbehave too. For
 * no call of a ``max_tokens`` reply runs;
 * every ``tool_use`` in the transcript has exactly one ``tool_result``;
 * every request the model received is valid for the Messages API
-  (:func:`primer.agents.request_check.request_problems`).
+  (:func:`primer.harness.request_check.request_problems`).
 
 The two file tests mutate a recorded trace and a paused checkpoint at random and check that
 every command reading them exits 0, 1 or 2 (for this input) with at most one line on stderr,
@@ -33,11 +33,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from primer.__main__ import main
-from primer.agents import AgentConfig, Reply, StopCause, ToolError, Usage, run_agent, tool
-from primer.agents.bounded import MAX_INPUT_DEPTH, json_problem
-from primer.agents.llm import STOP_REASONS
-from primer.agents.request_check import messages_problems, request_problems
-from primer.agents.retry import TransientToolError
+from primer.harness.request_check import messages_problems, request_problems
+from primer.harness.retry import TransientToolError
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import STOP_REASONS, Reply, Usage
+from primer.loop.state import StopCause
+from primer.loop.text import MAX_INPUT_DEPTH, json_problem
+from primer.loop.tools import ToolError, tool
 from primer.scenarios import get_demo
 
 #: Generated replies per run of the suite, at least (the test asserts it).

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from primer.agents.history import (
+from primer.harness.request_check import InvalidRequest, check_messages
+from primer.loop.history import (
     UNANSWERED_RESULT,
     history_problem,
     repair_history,
@@ -14,14 +15,13 @@ from primer.agents.history import (
     unanswered_tool_uses,
     with_new_turn,
 )
-from primer.agents.messages import (
+from primer.loop.messages import (
     assistant_message,
     text_block,
     tool_result_block,
     tool_use_block,
     user_message,
 )
-from primer.agents.request_check import InvalidRequest, check_messages
 
 ASK = user_message("What does order A123 cost?")
 CALL_1 = tool_use_block("toolu_1", "get_order", {"order_id": "A123"})

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from primer.agents import AgentConfig, ScriptedLLM, StopCause, run_agent, tool, tool_reply
-from primer.agents.hooks import (
+from primer.harness.hooks import (
     Block,
     BlockTools,
     CallLog,
@@ -13,7 +12,11 @@ from primer.agents.hooks import (
     replace_input,
     replace_result,
 )
-from primer.agents.tools import ToolRegistry
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolRegistry, tool
 
 RAN: list[str] = []
 

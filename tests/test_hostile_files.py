@@ -20,18 +20,18 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import BROKEN_PIPE_EXIT, main
-from primer.agents import (
-    AgentConfig,
+from primer.harness.durable.checkpoint import read_checkpoint
+from primer.harness.durable.journal import FORMAT_NAME, checkpoint_key, read_journal, signed_lines
+from primer.harness.durable.keystore import (
     CheckpointError,
-    ScriptedLLM,
-    StopCause,
-    run_agent,
-    text_reply,
-    tool_reply,
+    anchor_path,
+    forget_anchor,
+    write_anchor,
 )
-from primer.agents.checkpoint import read_checkpoint
-from primer.agents.journal import FORMAT_NAME, checkpoint_key, read_journal, signed_lines
-from primer.agents.keystore import anchor_path, forget_anchor, write_anchor
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, text_reply, tool_reply
+from primer.loop.state import StopCause
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import RefundLedger, ledger_path
 

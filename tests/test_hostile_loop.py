@@ -14,8 +14,12 @@ import json
 
 import pytest
 
-from primer.agents import Reply, Usage, run_agent, run_agent_async, text_block, tool
-from primer.agents.request_check import messages_problems
+from primer.harness.async_loop import run_agent_async
+from primer.harness.request_check import messages_problems
+from primer.loop.loop import run_agent
+from primer.loop.messages import text_block
+from primer.loop.model import Reply, Usage
+from primer.loop.tools import tool
 
 
 class Recorded:
@@ -116,7 +120,7 @@ class CountingList(list):
 
 
 def test_repairing_many_repeated_ids_walks_the_reply_a_fixed_number_of_times():
-    from primer.agents.replies import accept_reply
+    from primer.loop.replies import accept_reply
 
     calls = CountingList({"type": "tool_use", "id": "same", "name": "echo",
                           "input": {"x": "a"}} for _ in range(300))
@@ -249,7 +253,7 @@ def spinner(*, is_async, **flags):
 @pytest.mark.parametrize("loop, is_async", [("async", True), ("sync", False), ("async", False)],
                          ids=["async_loop_async_tool", "sync_loop_gil", "async_loop_gil"])
 def test_a_call_that_returns_after_its_limit_is_a_timeout_not_a_success(loop, is_async):
-    from primer.agents import AgentConfig
+    from primer.loop.config import AgentConfig
 
     config = AgentConfig(tool_timeout_s=0.2, tool_retries=0)
     result = run(loop, calling("spin"), "t", [spinner(is_async=is_async)], config=config)
@@ -262,7 +266,7 @@ def test_a_call_that_returns_after_its_limit_is_a_timeout_not_a_success(loop, is
 
 @LOOPS
 def test_a_side_effect_that_returns_after_its_limit_says_its_outcome_is_unknown(loop):
-    from primer.agents import AgentConfig
+    from primer.loop.config import AgentConfig
 
     config = AgentConfig(tool_timeout_s=0.2)
     spin = spinner(is_async=loop == "async", side_effecting=True)
@@ -302,7 +306,7 @@ def test_a_lone_surrogate_in_the_task_or_system_is_repaired_before_it_is_sent(lo
 
 
 def test_a_call_whose_input_fails_its_schema_is_answered_not_held_for_approval():
-    from primer.agents import Tool
+    from primer.loop.tools import Tool
 
     ran = []
     pay = Tool("pay", "Pay.", {"type": "object", "properties": {"amt": {"type": "number"}},
@@ -314,7 +318,7 @@ def test_a_call_whose_input_fails_its_schema_is_answered_not_held_for_approval()
 
 
 def test_a_key_broken_by_a_newline_is_redacted_whole():
-    from primer.agents.redaction import redact
+    from primer.harness.tracing.redaction import redact
 
     key = "sk-ant-api03-" + "A1b2C3d4" * 12 + "-xyzAA"
     out = redact(f"key {key[:20]}\n{key[20:]} done")
@@ -324,8 +328,9 @@ def test_a_key_broken_by_a_newline_is_redacted_whole():
 def test_a_model_that_raises_generator_exit_ends_the_run_with_model_error_in_both_loops():
     import asyncio
 
-    from primer.agents import StopCause, run_agent
-    from primer.agents.async_loop import run_agent_async
+    from primer.harness.async_loop import run_agent_async
+    from primer.loop.loop import run_agent
+    from primer.loop.state import StopCause
 
     def model(**_kw):
         raise GeneratorExit("closed under the model")

@@ -67,8 +67,9 @@ def test_a_dangling_symlink_is_refused_rather_than_writing_its_target(tmp_path, 
 
 
 def test_run_agent_refuses_a_fifo_as_its_trace_before_any_call(tmp_path):
-    from primer.agents import ScriptedLLM, run_agent
-    from primer.agents.bounded import UnreadableFile
+    from primer.loop.loop import run_agent
+    from primer.loop.model import ScriptedLLM
+    from primer.loop.text import UnreadableFile
 
     fifo = tmp_path / "run.jsonl"
     os.mkfifo(fifo)

@@ -12,25 +12,19 @@ import json
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    Hooks,
-    Reply,
-    StopCause,
-    Tool,
-    Usage,
-    approve,
-    resume,
-    run_agent,
-    text_block,
-    tool,
-    tool_use_block,
-)
-from primer.agents.messages import EMPTY_REPLY_TEXT, user_message
-from primer.agents.replies import ASSISTANT_BLOCK_TYPES
-from primer.agents.request_check import messages_problems
-from primer.agents.retry import TransientToolError
-from primer.agents.trace import load_trace
+from primer.harness.durable.checkpoint import approve
+from primer.harness.durable.resume import resume
+from primer.harness.hooks import Hooks
+from primer.harness.request_check import messages_problems
+from primer.harness.retry import TransientToolError
+from primer.harness.tracing.trace import load_trace
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import EMPTY_REPLY_TEXT, text_block, tool_use_block, user_message
+from primer.loop.model import Reply, Usage
+from primer.loop.replies import ASSISTANT_BLOCK_TYPES
+from primer.loop.state import StopCause
+from primer.loop.tools import Tool, tool
 
 FAST = {"tool_timeout_s": None}
 
@@ -108,7 +102,7 @@ def test_negative_usage_is_refused_so_a_before_mode_budget_cannot_be_bypassed():
 
 
 def test_the_openai_adapter_never_reports_negative_input_tokens():
-    from primer.agents.openai_compat import reply_from_chat_completion as to_reply
+    from primer.providers.openai_compat import reply_from_chat_completion as to_reply
 
     completion = {"model": "m", "choices": [{"message": {"role": "assistant", "content": "hi"},
                                              "finish_reason": "stop"}],
@@ -298,7 +292,7 @@ def test_a_side_effecting_tool_that_takes_a_key_is_retried_with_the_same_key():
             raise TransientToolError("503")
         return "placed"
 
-    from primer.agents import ManualClock
+    from primer.harness.retry import ManualClock
 
     clock = ManualClock()
     result = run_agent(Recorded([reply(tool_use_block("a", "place_order", {"item": "x"})),
@@ -326,7 +320,7 @@ def test_a_plain_timeout_error_from_a_side_effecting_tool_says_the_outcome_is_un
 
 
 def test_a_plain_timeout_error_from_a_tool_without_a_runner_is_a_timeout_result_too():
-    from primer.agents import ToolRegistry
+    from primer.loop.tools import ToolRegistry
 
     @tool(side_effecting=True)
     def send_email(to: str) -> str:

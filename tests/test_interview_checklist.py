@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primer.interview_checklist import QUESTIONS, checklist, grade
+from primer.course.interview_checklist import QUESTIONS, checklist, grade
 
 WRONG_BUT_WORDY = ("The model runs the tool itself; no harness, allow-list, schema or "
                    "approval is needed.")
@@ -67,7 +67,7 @@ def test_an_ordering_names_the_first_pair_out_of_order():
 
 
 def test_the_ordering_is_the_loops_own_check_order():
-    from primer.agents.exits import AFTER_REPLY
+    from primer.loop.checks import AFTER_REPLY
 
     q = next(q for q in QUESTIONS if q.steps)
     names = [c.__name__ for c in AFTER_REPLY if c.__name__ != "check_step_limit"]

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import AgentConfig, Reply, ScriptedLLM, StopCause, run_agent, tool
-from primer.agents.checkpoint import approve, read_checkpoint, resume
-from primer.agents.journal import (
+from primer.harness.durable.checkpoint import approve, read_checkpoint, resume
+from primer.harness.durable.journal import (
     FORMAT_NAME,
     FORMAT_VERSION,
     KEY_ENV,
@@ -21,8 +20,13 @@ from primer.agents.journal import (
     key_file_path,
     read_journal,
 )
-from primer.agents.keystore import forget_anchor
-from primer.agents.messages import text_block, tool_use_block
+from primer.harness.durable.keystore import forget_anchor
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import text_block, tool_use_block
+from primer.loop.model import Reply, ScriptedLLM
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 
 
 def world():
@@ -112,7 +116,7 @@ def test_a_run_with_no_pause_and_no_side_effect_writes_no_journal(tmp_path):
 
 def synced_lines(monkeypatch) -> list[str]:
     """The types of the lines written with an fsync from now on."""
-    from primer.agents import recorder
+    from primer.harness.durable import recorder
 
     synced: list[str] = []
     real = recorder.write_all

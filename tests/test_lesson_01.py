@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from primer.agents import ScriptedLLM, user_message
+from primer.loop.messages import user_message
+from primer.loop.model import ScriptedLLM
 from primer.scenarios import chat
 
 

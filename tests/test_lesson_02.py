@@ -7,16 +7,10 @@ import json
 import anthropic
 import pytest
 
-from primer.agents import (
-    ScriptedLLM,
-    ToolRegistry,
-    assistant_message,
-    estimate_tokens,
-    text_reply,
-    tool_reply,
-    user_message,
-)
-from primer.agents.fake_server import FakeModelServer
+from primer.loop.messages import assistant_message, user_message
+from primer.loop.model import ScriptedLLM, estimate_tokens, text_reply, tool_reply
+from primer.loop.tools import ToolRegistry
+from primer.providers.fake_server import FakeModelServer
 from primer.scenarios import orders
 
 

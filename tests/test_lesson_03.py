@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from primer.agents import ToolError
-from primer.agents.mini import run_mini
+from primer.loop.mini import run_mini
+from primer.loop.tools import ToolError
 from primer.scenarios import orders
 
 

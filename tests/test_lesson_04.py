@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from primer.agents import ToolRegistry
-from primer.agents.ten_line_loop import ten_line_loop
+from primer.loop.ten_line_loop import ten_line_loop
+from primer.loop.tools import ToolRegistry
 from primer.scenarios import hr
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from primer.agents import AgentConfig, Prices, StopCause, cost_usd
+from primer.loop.config import AgentConfig
+from primer.loop.cost import Prices, cost_usd
+from primer.loop.state import StopCause
 from primer.scenarios import get_demo
-from primer.widgets import EXIT_RECIPES, ExitExplorer, recipe_table
+from primer.views.widgets import EXIT_RECIPES, ExitExplorer, recipe_table
 
 
 def test_the_order_run_answers_in_4_calls_and_2408_tokens_at_0_0149_usd_or_0_0089_at_list():

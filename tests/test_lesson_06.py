@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
-from primer.agents import AgentConfig, ScriptedLLM, run_agent, text_reply, tool_reply
-from primer.agents.parallel import latency_model, waiting_tool
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, text_reply, tool_reply
+from primer.scenarios.parallel import latency_model, waiting_tool
 
 TURN, SCALE = [1.2, 0.2, 0.6], 0.1
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import Usage, cost_usd
-from primer.agents.cost import (
+from primer.loop.cost import (
     Prices,
+    cost_usd,
     cumulative_input_tokens,
     multi_agent_cost_usd,
     run_cost_usd,
     run_usages,
 )
+from primer.loop.model import Usage
 
 
 @pytest.mark.parametrize(("n", "base", "t", "own_step", "expected"), [

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from primer.agents import approve, reject, resume
+from primer.harness.durable.checkpoint import approve, reject
+from primer.harness.durable.resume import resume
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV, ORDERS, OUTBOX, RefundLedger, sent
 

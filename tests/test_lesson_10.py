@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from primer.agents import ModelGraded, run_evals
-from primer.agents.otel import otlp_json
+from primer.harness.evals.run import run_evals
+from primer.harness.evals.scorers import ModelGraded
+from primer.harness.tracing.otel import otlp_json
 from primer.scenarios import get_demo
 from primer.scenarios.relay import SkilledModel, make_tools, relay_task
 from primer.scenarios.suite import builtin_suite, scripted_judge, suite_llm, suite_tools
@@ -79,7 +80,7 @@ def test_the_orders_trace_becomes_eight_spans_with_the_first_tool_call_an_error(
 
 
 def test_the_gallery_diagnosis_the_lesson_shows_names_each_mode_and_what_stops_no_progress():
-    from primer.agents import diagnose
+    from primer.harness.tracing.diagnosis import diagnose
     from primer.scenarios.gallery import GALLERY, gallery_path
 
     modes = {n: [m.value for m in diagnose(gallery_path(n)).modes] for n in GALLERY}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from primer.agents import AgentConfig, ScriptedLLM, StopCause, estimate_tokens, run_agent
-from primer.agents.context import SUMMARY_HEADER, extractive_summary
-from primer.agents.sub_agents import sub_agent_tool
+from primer.harness.sub_agents import sub_agent_tool
+from primer.loop.config import AgentConfig
+from primer.loop.context import SUMMARY_HEADER, extractive_summary
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, estimate_tokens
+from primer.loop.state import StopCause
 from primer.scenarios import support
 from primer.scenarios.dense_tokens import DenseTokens
 from primer.scenarios.report import WINDOW, read_page, reader

@@ -9,16 +9,18 @@ import anthropic
 import httpx
 import pytest
 
-from primer.agents import Usage, cost_usd, run_agent, tool
-from primer.agents.claude import (
+from primer.loop.cost import cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.model import TransientModelError, Usage
+from primer.loop.tools import tool
+from primer.providers.claude import (
     DEFAULT_MODEL,
     MIN_CACHEABLE_TOKENS,
     ClaudeLLM,
     model_error,
     sdk_tools,
 )
-from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import TransientModelError
+from primer.providers.fake_server import FakeModelServer
 from primer.scenarios import get_demo, hr
 from primer.scenarios.handbook import system_with_handbook
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import nbformat
 
-from primer.agents.config import AgentConfig
-from primer.exercises import BEHAVIOURS, check_loop
-from primer.interview_checklist import checklist
-from primer.support_design import Safeguards, SupportDesign, ToolPlan
+from primer.course.exercises import BEHAVIOURS, check_loop
+from primer.course.interview_checklist import checklist
+from primer.course.support_design import Safeguards, SupportDesign, ToolPlan
+from primer.loop.config import AgentConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "notebooks" / "14_the_interview_rounds.ipynb"

@@ -7,23 +7,19 @@ import tempfile
 import anthropic
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    FallbackLLM,
-    ManualClock,
-    Prices,
-    StopCause,
-    cost_usd,
-    read_checkpoint,
-    resume,
-    run_agent,
-    usage_by_model,
-)
-from primer.agents.async_loop import run_agent_async
-from primer.agents.claude import ClaudeLLM
-from primer.agents.fake_server import FakeModelServer
-from primer.agents.parallel import latency_model
+from primer.harness.async_loop import run_agent_async
+from primer.harness.durable.checkpoint import read_checkpoint
+from primer.harness.durable.resume import resume
+from primer.harness.fallback import FallbackLLM, usage_by_model
+from primer.harness.retry import ManualClock
+from primer.loop.config import AgentConfig
+from primer.loop.cost import Prices, cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.state import StopCause
+from primer.providers.claude import ClaudeLLM
+from primer.providers.fake_server import FakeModelServer
 from primer.scenarios import stock
+from primer.scenarios.parallel import latency_model
 
 PRICES = {"claude-big": Prices(15.0, 75.0), "claude-small": Prices(1.0, 5.0)}
 

@@ -8,12 +8,15 @@ from itertools import accumulate
 
 import pytest
 
-from primer.agents import AgentConfig, Session, StopCause, run_agent
-from primer.agents.cost import cached_history_usages, run_cost_usd
-from primer.agents.history import repair_history, with_new_turn
-from primer.agents.mcp import MCPConnection, mcp_inprocess_tools
-from primer.agents.mcp_server import mcp_server
-from primer.agents.request_check import InvalidRequest, check_messages
+from primer.harness.request_check import InvalidRequest, check_messages
+from primer.harness.sessions.session import Session
+from primer.loop.config import AgentConfig
+from primer.loop.cost import cached_history_usages, run_cost_usd
+from primer.loop.history import repair_history, with_new_turn
+from primer.loop.loop import run_agent
+from primer.loop.state import StopCause
+from primer.providers.mcp import MCPConnection, mcp_inprocess_tools
+from primer.providers.mcp_server import mcp_server
 from primer.scenarios import orders, support_chat
 
 NO_RETRIES = AgentConfig(max_steps=4, tool_retries=0)

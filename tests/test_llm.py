@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from primer.agents.llm import (
+from primer.loop.messages import text_block, tool_use_block, user_message
+from primer.loop.model import (
     Reply,
     ScriptedLLM,
     ScriptExhausted,
@@ -16,7 +17,6 @@ from primer.agents.llm import (
     text_reply,
     tool_reply,
 )
-from primer.agents.messages import text_block, tool_use_block, user_message
 
 TOOLS = [{"name": "get_order", "description": "Look up an order.",
           "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}}}]

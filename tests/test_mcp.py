@@ -22,8 +22,11 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from primer.agents import AgentConfig, ScriptedLLM, StopCause, run_agent, tool_reply
-from primer.agents.mcp import (
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.state import StopCause
+from primer.providers.mcp import (
     MCPConnection,
     MCPConnectionError,
     mcp_http_tools,
@@ -31,7 +34,7 @@ from primer.agents.mcp import (
     mcp_stdio_tools,
     result_text,
 )
-from primer.agents.mcp_server import mcp_server
+from primer.providers.mcp_server import mcp_server
 from primer.scenarios import get_demo
 from primer.scenarios.orders import make_tools
 
@@ -87,7 +90,7 @@ def alive(pid: int) -> bool:
 # ---------------------------------------------------------------- in-process
 
 def test_importing_primer_agents_does_not_import_mcp():
-    code = ("import primer.agents, sys; "
+    code = ("import primer, primer.loop.loop, sys; "
             "print(sorted(m for m in ('mcp', 'mcp_types') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
@@ -350,7 +353,7 @@ def test_an_unclosed_connection_neither_hangs_interpreter_exit_nor_leaves_its_se
     script = textwrap.dedent(f"""
         import os, signal, sys
         from pathlib import Path
-        from primer.agents.mcp import MCPConnection
+        from primer.providers.mcp import MCPConnection
         conn = MCPConnection.stdio(sys.executable, {SERVE[1:]!r},
                                    env={{"PRIMER_MARK": {marker!r}}}, timeout_s=0.5).open()
         (server,) = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")

@@ -8,9 +8,9 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from primer.agents import ToolRegistry, tool
-from primer.agents.mcp_server import mcp_server
-from primer.agents.messages import tool_use_block
+from primer.loop.messages import tool_use_block
+from primer.loop.tools import ToolRegistry, tool
+from primer.providers.mcp_server import mcp_server
 from primer.scenarios.orders import make_tools
 
 

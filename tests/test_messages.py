@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from primer.agents.messages import (
+from primer.loop.messages import (
     assistant_message,
     blocks_of,
     text_block,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import mini
-from primer.agents.mini import run_mini
+from primer.loop import mini
+from primer.loop.mini import run_mini
 from primer.scenarios import orders
 
 
@@ -137,4 +137,4 @@ def test_the_mini_loop_does_not_import_the_production_loop():
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any("agent_loop" in (m or "") for m in imported)
     assert imported - {"__future__", "inspect", "json", "collections", "collections.abc",
-                       "dataclasses", "typing"} == {"llm", "tools"}
+                       "dataclasses", "typing"} == {"model", "tools"}

@@ -7,18 +7,13 @@ import json
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    StopCause,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.fake_server import FakeModelServer
-from primer.agents.llm import TransientModelError
-from primer.agents.openai_compat import (
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, TransientModelError, text_reply, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
+from primer.providers.fake_server import FakeModelServer
+from primer.providers.openai_compat import (
     chat_completion_json,
     from_chat_request,
     reply_from_chat_completion,
@@ -113,7 +108,7 @@ def lookup(city: str) -> str:
 
 
 def compat(srv: FakeModelServer):
-    from primer.agents.openai_compat import OpenAICompatLLM
+    from primer.providers.openai_compat import OpenAICompatLLM
 
     client = openai.OpenAI(api_key="sk-local", base_url=srv.base_url + "/v1", max_retries=0)
     return OpenAICompatLLM("local-model", client=client)

@@ -15,19 +15,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from primer.__main__ import main
-from primer.agents import (
-    AgentConfig,
-    Reply,
-    ScriptedLLM,
-    Usage,
-    load_trace,
-    otel,
-    run_agent,
-    tool,
-    tool_reply,
-)
-from primer.agents.llm import TransientModelError
-from primer.agents.otel import OTelSink, otlp_json, spans_from_trace
+from primer.harness.tracing import otel
+from primer.harness.tracing.otel import OTelSink, otlp_json, spans_from_trace
+from primer.harness.tracing.trace import load_trace
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import Reply, ScriptedLLM, TransientModelError, Usage, tool_reply
+from primer.loop.tools import tool
 from primer.scenarios import get_demo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,19 +316,19 @@ def test_a_sink_that_cannot_read_an_event_logs_it_and_never_breaks_the_run(provi
     assert result.final_text == "fine"
 
 
-def test_importing_primer_agents_imports_neither_opentelemetry_nor_dask_nor_yaml():
+def test_importing_the_core_imports_neither_opentelemetry_nor_dask_nor_yaml():
     heavy = ("opentelemetry", "dask", "distributed", "yaml")
-    code = ("import primer.agents, sys; "
+    code = ("import primer, primer.loop.loop, sys; "
             f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
     assert done.stdout.strip() == ""
 
 
-def test_otel_sink_is_one_lazy_name_of_primer_agents():
-    import primer.agents
+def test_otel_sink_is_one_lazy_name_of_primer():
+    import primer
 
-    assert primer.agents.OTelSink is OTelSink
+    assert primer.OTelSink is OTelSink
 
 
 def test_a_streamed_replys_deltas_add_no_span_events(provider, exporter):

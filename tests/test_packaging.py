@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 try:
@@ -83,14 +82,11 @@ def test_ci_entry_point_is_an_executable_bash_script():
     assert os.access(run, os.X_OK)
 
 
-@pytest.mark.skipif(
-    not (ROOT / "primer" / "agents" / "__init__.py").exists(),
-    reason="primer/agents/__init__.py does not exist yet",
-)
-def test_importing_primer_agents_does_not_import_matplotlib_ipywidgets_or_anthropic():
+def test_importing_the_core_does_not_import_matplotlib_ipywidgets_or_anthropic():
     heavy = ("matplotlib", "ipywidgets", "anthropic")
-    code = f"import primer.agents, sys; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    code = (f"import primer, primer.loop.loop, sys; "
+            f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert done.stdout.strip() == "", f"import primer.agents pulled in: {done.stdout.strip()}"
+    assert done.stdout.strip() == "", f"import primer.loop.loop pulled in: {done.stdout.strip()}"

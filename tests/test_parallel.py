@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import ToolRegistry, execute_tools
-from primer.agents.parallel import (
+from primer.loop.tools import ToolRegistry, execute_tools
+from primer.scenarios.parallel import (
     fan_out_calls,
     latency_model,
     measure,

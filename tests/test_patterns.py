@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from primer.agents import ScriptedLLM, StopCause, text_reply
-from primer.agents.patterns import (
+from primer.harness.patterns.workflows import (
     ModelCalls,
     PatternError,
     format_plan,
@@ -19,6 +18,8 @@ from primer.agents.patterns import (
     run_plan_and_execute,
     run_workflow,
 )
+from primer.loop.model import ScriptedLLM, text_reply
+from primer.loop.state import StopCause
 from primer.scenarios import get_demo
 from primer.scenarios import support as s
 

@@ -13,28 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
+from primer.harness.retry import (
     ManualClock,
     RateLimited,
     RetryPolicy,
-    ScriptedLLM,
-    StopCause,
-    ToolRegistry,
-    ToolRunner,
     ToolTimeout,
     TransientToolError,
+)
+from primer.harness.runner import ToolRunner
+from primer.harness.timeouts import call_with_timeout, in_subprocess, run_in_subprocess
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import tool_use_block
+from primer.loop.model import (
+    PermanentModelError,
+    ScriptedLLM,
+    TransientModelError,
     Usage,
-    in_subprocess,
-    run_agent,
-    run_in_subprocess,
-    tool,
     tool_reply,
 )
-from primer.agents.llm import PermanentModelError, TransientModelError
-from primer.agents.messages import tool_use_block
-from primer.agents.timeouts import call_with_timeout
-from primer.agents.tools import idempotency_key
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolRegistry, idempotency_key, tool
 from primer.scenarios.inventory import InventoryAPI, RefundDesk, supplier_eta
 from primer.scenarios.refunds import RefundLedger
 
@@ -82,7 +81,7 @@ def test_calls_without_a_timeout_run_in_the_callers_thread():
 
 
 def test_timed_calls_reuse_long_lived_daemon_workers_instead_of_a_thread_per_call():
-    from primer.agents.timeouts import _WORKERS
+    from primer.harness.timeouts import _WORKERS
 
     call_with_timeout(lambda: None, 1.0)
     started = _WORKERS.started
@@ -108,7 +107,7 @@ def test_a_timed_call_re_raises_the_tools_own_exception():
 def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exit():
     script = textwrap.dedent("""
         import threading
-        from primer.agents import AgentConfig, ScriptedLLM, run_agent, tool, tool_reply
+        from primer import AgentConfig, ScriptedLLM, run_agent, tool, tool_reply
 
         @tool
         def hang(sku: str) -> str:
@@ -218,7 +217,7 @@ def test_a_hung_side_effect_is_answered_once_with_check_the_state_and_recorded_d
 
 
 def test_after_a_hung_call_the_hooks_see_its_result_once_and_the_run_goes_on():
-    from primer.agents.hooks import CallLog
+    from primer.harness.hooks import CallLog
 
     lookup, release, _ = hanging_lookup(hangs=1)
     log = CallLog()

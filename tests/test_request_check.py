@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents.request_check import (
+from primer.harness.request_check import (
     InvalidRequest,
     check_request,
     messages_problems,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from primer.agents import ScriptedLLM
-from primer.agents.orchestrator import orchestrate, parse_subtasks
-from primer.agents.patterns import PatternError
-from primer.agents.routing import Route, route
+from primer.harness.patterns.orchestrator import orchestrate, parse_subtasks
+from primer.harness.patterns.routing import Route, route
+from primer.harness.patterns.workflows import PatternError
+from primer.loop.model import ScriptedLLM
 
 ROUTES = [Route("billing", "money questions", lambda text: f"billing: {text}"),
           Route("human", "anything else", lambda text: f"human: {text}")]
@@ -77,7 +77,8 @@ def test_a_split_that_cannot_be_used_is_a_pattern_error(text):
 
 
 def test_a_cut_off_worker_is_reported_to_the_synthesis_and_the_run_is_partial():
-    from primer.agents import Reply, text_block
+    from primer.loop.messages import text_block
+    from primer.loop.model import Reply
     seen = []
 
     def lead(messages):

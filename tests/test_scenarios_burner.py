@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from primer.agents import StopCause
+from primer.loop.state import StopCause
 from primer.scenarios import burner, get_demo
 
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from primer.agents import StopCause, ToolError, run_agent
+from primer.loop.loop import run_agent
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolError
 from primer.scenarios import get_demo, hr
 
 

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from primer.agents import RetryPolicy, StopCause, run_agent
-from primer.agents.cost import cost_usd
+from primer.harness.retry import RetryPolicy
+from primer.loop.cost import cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.state import StopCause
 from primer.scenarios import get_demo
 from primer.scenarios import inventory as inv
 from primer.scenarios.refunds import RefundLedger

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from primer.agents import StopCause, ToolError, ToolRegistry
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolError, ToolRegistry
 from primer.scenarios import get_demo, orders
 from primer.scenarios.policy import Observation
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import StopCause, ToolRegistry
-from primer.agents.checkpoint import approve, read_checkpoint, reject, resume
+from primer.harness.durable.checkpoint import approve, read_checkpoint, reject, resume
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolRegistry
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import (
     DELAY_ENV,
@@ -163,8 +164,7 @@ def test_a_second_request_for_an_order_refunded_in_full_is_refused_with_a_clear_
 
 
 def test_a_duplicate_answer_from_the_ledger_is_reported_as_nothing_new_paid(ledger):
-    from primer.agents import user_message
-    from primer.agents.messages import assistant_message, tool_result_block
+    from primer.loop.messages import assistant_message, tool_result_block, user_message
     from primer.scenarios.refunds import decide
 
     task = user_message("Order R-1001 arrived broken. Please refund the customer in full.")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from primer.agents import AgentConfig, Session, StopCause, run_agent
-from primer.agents.messages import user_message
+from primer.harness.sessions.session import Session
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import user_message
+from primer.loop.state import StopCause
 from primer.scenarios import support_chat
 from primer.scenarios.support_chat import QUESTIONS, decide
 

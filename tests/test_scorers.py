@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
+from primer.harness.evals.scorers import (
     AnswerContains,
     CostUnder,
     ModelGraded,
-    Reply,
-    ScriptedLLM,
     StopCauseIs,
     ToolsInOrder,
-    Usage,
-    run_agent,
-    tool_reply,
+    scorer_name,
 )
-from primer.agents.scorers import scorer_name
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
 from primer.scenarios import get_demo
 from primer.scenarios.relay import next_code, peek_code
 from primer.scenarios.suite import scripted_judge

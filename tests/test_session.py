@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    ScriptExhausted,
-    StopCause,
-    Usage,
-    approve,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.history import UNANSWERED_RESULT
-from primer.agents.request_check import messages_problems
-from primer.agents.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
+from primer.harness.durable.checkpoint import approve
+from primer.harness.request_check import messages_problems
+from primer.harness.sessions.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
+from primer.loop.config import AgentConfig
+from primer.loop.history import UNANSWERED_RESULT
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, ScriptExhausted, Usage, text_reply, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 from primer.scenarios import support_chat
 
 

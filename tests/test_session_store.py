@@ -9,16 +9,16 @@ import textwrap
 
 import pytest
 
-from primer.agents import StopCause
-from primer.agents.messages import user_message
-from primer.agents.session import SessionError
-from primer.agents.session_store import (
+from primer.harness.sessions.session import SessionError
+from primer.harness.sessions.store import (
     FILE_NAME,
     SCHEMA_VERSION,
     SessionStore,
     list_sessions,
     read_session,
 )
+from primer.loop.messages import user_message
+from primer.loop.state import StopCause
 from primer.scenarios import support_chat
 
 T0 = 1_750_000_000.0
@@ -64,7 +64,7 @@ def test_a_loaded_session_goes_on_with_its_memory(tmp_path):
 def test_a_session_saved_in_one_process_goes_on_in_another(tmp_path):
     new_support(SessionStore(tmp_path)).send(support_chat.QUESTIONS[0])
     script = textwrap.dedent(f"""
-        from primer.agents.session_store import SessionStore
+        from primer.harness.sessions.store import SessionStore
         from primer.scenarios import support_chat
         s = SessionStore({str(tmp_path)!r}).load("support-42", support_chat.make_llm(),
                                                   support_chat.make_tools())
@@ -136,7 +136,7 @@ def test_loading_an_unknown_session_names_the_ones_there_are(tmp_path):
 
 
 def test_a_session_not_from_this_store_cannot_be_saved_in_it(tmp_path):
-    from primer.agents.session import Session
+    from primer.harness.sessions.session import Session
 
     store = SessionStore(tmp_path)
     with pytest.raises(SessionError, match="not created or loaded by this store"):

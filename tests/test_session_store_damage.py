@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from primer.__main__ import main
-from primer.agents.session import SessionError
-from primer.agents.session_store import FILE_NAME, SessionStore, list_sessions
+from primer.harness.sessions.session import SessionError
+from primer.harness.sessions.store import FILE_NAME, SessionStore, list_sessions
 from primer.scenarios import support_chat
 
 T0 = 1_750_000_000.0

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents import ScriptedLLM, StopCause, estimate_tokens, run_agent, tool_reply
-from primer.agents.skills import Skill, SkillBook
+from primer.harness.skills import Skill, SkillBook
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, estimate_tokens, tool_reply
+from primer.loop.state import StopCause
 
 BOOK = SkillBook([Skill("refunds", "Use for refund requests.", "Step one. " * 100),
                   Skill("shipping", "Use for late or lost parcels.", "Check carrier. " * 80)])

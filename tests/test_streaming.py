@@ -5,8 +5,11 @@ import json
 
 import pytest
 
-from primer.agents import AgentConfig, ScriptedLLM, run_agent, text_reply, tool, tool_reply
-from primer.agents.streaming import CUTS, DELTA_KINDS, DeltaRelay, pieces, wire_events
+from primer.harness.streaming import CUTS, DELTA_KINDS, DeltaRelay, pieces, wire_events
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, text_reply, tool_reply
+from primer.loop.tools import tool
 
 MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
            "content": [{"type": "thinking", "thinking": "Look the order up first.",
@@ -108,7 +111,7 @@ def test_a_streaming_scripted_model_gives_the_same_run_and_shows_it_as_it_goes()
 
 
 def test_deltas_go_to_on_event_but_never_into_the_trace(tmp_path):
-    from primer.agents import load_trace
+    from primer.harness.tracing.trace import load_trace
 
     seen = []
     run_agent(ScriptedLLM(["Hello there."], stream=True), "task", trace=tmp_path / "t.jsonl",
@@ -139,7 +142,7 @@ def test_a_scripted_model_cut_off_by_max_tokens_streams_and_runs_nothing():
 
 
 def test_a_trace_read_back_marks_the_steps_that_thought(tmp_path):
-    from primer.agents import load_trace
+    from primer.harness.tracing.trace import load_trace
 
     script = [tool_reply(("get_order", {"order_id": "A123"}), thinking="I need the order."),
               text_reply("It costs 5900.")]

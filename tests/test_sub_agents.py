@@ -6,22 +6,15 @@ import threading
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    StopCause,
-    Usage,
-    estimate_tokens,
-    run_agent,
-    tool,
-    tool_reply,
-)
-from primer.agents.allowance import RunScope, running
-from primer.agents.hooks import Hooks
-from primer.agents.retry import ManualClock
-from primer.agents.state import RunState
-from primer.agents.sub_agents import sub_agent_tool
-from primer.agents.tools import ToolRegistry
+from primer.harness.allowance import RunScope, running
+from primer.harness.hooks import Hooks
+from primer.harness.retry import ManualClock
+from primer.harness.sub_agents import sub_agent_tool
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, Usage, estimate_tokens, tool_reply
+from primer.loop.state import RunState, StopCause
+from primer.loop.tools import ToolRegistry, tool
 
 
 @tool

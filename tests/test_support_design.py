@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from primer.agents.config import AgentConfig
-from primer.agents.cost import Prices, cost_usd
-from primer.agents.llm import Usage
-from primer.support_design import Safeguards, SupportDesign, ToolPlan
+from primer.course.support_design import Safeguards, SupportDesign, ToolPlan
+from primer.loop.config import AgentConfig
+from primer.loop.cost import Prices, cost_usd
+from primer.loop.model import Usage
 
 SAFE_TOOLS = (ToolPlan("get_order", "look up an order"),
               ToolPlan("issue_refund", "refund", side_effecting=True, needs_approval=True),

@@ -7,9 +7,10 @@ import inspect
 
 import pytest
 
-from primer.agents import ScriptedLLM, ScriptExhausted, ToolRegistry, text_reply, tool, tool_reply
-from primer.agents.request_check import check_messages
-from primer.agents.ten_line_loop import ten_line_loop
+from primer.harness.request_check import check_messages
+from primer.loop.model import ScriptedLLM, ScriptExhausted, text_reply, tool_reply
+from primer.loop.ten_line_loop import ten_line_loop
+from primer.loop.tools import ToolRegistry, tool
 from primer.scenarios import hr, orders
 
 

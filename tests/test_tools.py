@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from primer.agents.tools import (
+from primer.loop.tools import (
     Tool,
     ToolError,
     ToolRegistry,

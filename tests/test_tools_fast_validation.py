@@ -1,4 +1,4 @@
-"""The compiled fast check in primer.agents.tools only ever says "valid" when jsonschema would.
+"""The compiled fast check in primer.loop.tools only ever says "valid" when jsonschema would.
 
 It exists for speed (the harness validates every call); jsonschema stays the judge of
 invalid input and writes the messages the model reads.
@@ -11,8 +11,8 @@ from typing import Literal
 
 import pytest
 
-from primer.agents import Tool, tool
-from primer.agents.input_schema import SchemaCheck, _fast_check
+from primer.loop.schema import SchemaCheck, _fast_check
+from primer.loop.tools import Tool, tool
 
 
 @tool

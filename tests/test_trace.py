@@ -10,24 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    StopCause,
-    ToolError,
-    cost_usd,
-    run_agent,
-    tool,
-    tool_reply,
-)
-from primer.agents.redaction import REDACTED
-from primer.agents.replay import ReplayLLM, replay
-from primer.agents.trace import (
+from primer.harness.tracing.redaction import REDACTED
+from primer.harness.tracing.replay import ReplayLLM, replay
+from primer.harness.tracing.trace import (
     FORMAT_VERSION,
     TraceError,
     load_trace,
     redact,
 )
+from primer.loop.config import AgentConfig
+from primer.loop.cost import cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import ToolError, tool
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICES = {"A1": 40, "B2": 7}
@@ -137,7 +133,7 @@ def test_a_run_killed_mid_way_keeps_every_event_before_the_kill(tmp_path):
     path = tmp_path / "killed.jsonl"
     code = textwrap.dedent(f"""
         import os, signal
-        from primer.agents import ScriptedLLM, run_agent, tool, tool_reply
+        from primer import ScriptedLLM, run_agent, tool, tool_reply
 
         calls = []
 
@@ -265,7 +261,7 @@ def test_replay_llm_returns_recorded_replies_in_order_then_refuses(tmp_path):
 
 
 def test_trace_totals_include_failed_model_attempts_that_were_retried(tmp_path):
-    from primer.agents.llm import TransientModelError, Usage
+    from primer.loop.model import TransientModelError, Usage
 
     inner = script()
     failures = iter([TransientModelError("overloaded", usage=Usage(50, 5))])

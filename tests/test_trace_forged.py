@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from primer.__main__ import main
-from primer.agents.trace import TraceError, load_trace
+from primer.harness.tracing.trace import TraceError, load_trace
 
 
 @pytest.fixture(scope="module")

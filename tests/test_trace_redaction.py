@@ -1,8 +1,8 @@
 """The trace writer's look for secrets: whatever an event holds, the line written is the
-event as :func:`~primer.agents.redaction.redact` leaves it.
+event as :func:`~primer.harness.tracing.redaction.redact` leaves it.
 
 The writer looks only at the outside part of a step's ``model_call`` and ``tool_execution``
-events (see :mod:`primer.agents.trace`); these tests plant secrets in every field of those
+events (see :mod:`primer.harness.tracing.trace`); these tests plant secrets in every field of those
 events, counted fields and extra fields included, and compare each written line with
 ``redact`` of the whole event.
 """
@@ -17,9 +17,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from primer.agents import AgentConfig, ScriptedLLM, ToolError, run_agent, tool, tool_reply
-from primer.agents.redaction import REDACTED, redact
-from primer.agents.trace import _OUTSIDE, TraceWriter
+from primer.harness.tracing.redaction import REDACTED, redact
+from primer.harness.tracing.trace import _OUTSIDE, TraceWriter
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import ToolError, tool
 
 SECRETS = ["sk-ant-api03-" + "Ab1" * 10, "Bearer abcdefghijklmnopqrstuvwx", "AKIAABCDEFGHIJKLMNOP",
            "sk-proj-ABCDEFGHIJKLMNOPQRSTUV", 'api_key="hunter2hunter2"', "password: swordfish",

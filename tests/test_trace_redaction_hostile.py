@@ -2,7 +2,7 @@
 lookups otherwise than they serialise, an event kind that only compares equal to a step's,
 secrets spelled with the letters a case-insensitive pattern folds to ASCII, dataclasses and
 enums in a model's reply. Each test asserts what the writer promises: the line is the event
-as :func:`~primer.agents.redaction.redact` leaves it, and no key reaches the file."""
+as :func:`~primer.harness.tracing.redaction.redact` leaves it, and no key reaches the file."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from primer.agents import ScriptedLLM, StopCause, run_agent, tool, tool_reply
-from primer.agents.llm import Reply, Usage
-from primer.agents.redaction import redact
-from primer.agents.trace import TraceWriter, _line
+from primer.harness.tracing.redaction import redact
+from primer.harness.tracing.trace import TraceWriter, _line
+from primer.loop.loop import run_agent
+from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 
 KEY = "sk-ant-api03-" + "Ab1" * 10
 KELVIN, LONG_S, DOTLESS_I, DOTTED_I = "\u212a", "\u017f", "\u0131", "\u0130"

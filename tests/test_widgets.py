@@ -8,9 +8,9 @@ import sys
 import ipywidgets
 import pytest
 
-from primer.agents import StopCause
-from primer.agents.parallel import seeded_latencies
-from primer.widgets import (
+from primer.loop.state import StopCause
+from primer.scenarios.parallel import seeded_latencies
+from primer.views.widgets import (
     BEHAVIOURS,
     EXIT_RECIPES,
     SLOW_TOOL_S,
@@ -170,7 +170,7 @@ def test_a_setting_the_explorer_refuses_shows_a_message_not_a_traceback():
 
 
 def test_importing_the_agent_library_does_not_import_ipywidgets():
-    code = "import sys, primer.agents; print('ipywidgets' in sys.modules)"
+    code = "import sys, primer, primer.loop.loop; print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"

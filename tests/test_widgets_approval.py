@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from primer.agents.checkpoint import ApprovalDesk, login_name, read_checkpoint
+from primer.harness.durable.checkpoint import ApprovalDesk, login_name, read_checkpoint
 from primer.scenarios import get_demo
 from primer.scenarios.refunds import DELAY_ENV, LEDGER_ENV
-from primer.widgets import approval_buttons
+from primer.views.widgets import approval_buttons
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from primer.widgets import CostExplorer, bars_svg, cost_explorer, render_cost
+from primer.views.widgets import CostExplorer, bars_svg, cost_explorer, render_cost
 
 
 def _texts(svg: str, cls: str | None = None) -> list[str]:

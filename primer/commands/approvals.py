@@ -28,7 +28,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from primer.agents.checkpoint import (
+from primer.commands.hints import primer_command
+from primer.harness.durable.checkpoint import (
     CheckpointError,
     approve,
     decision_terms,
@@ -37,7 +38,6 @@ from primer.agents.checkpoint import (
     reject,
     resume,
 )
-from primer.commands.hints import primer_command
 
 #: The exit code for a checkpoint, directory or argument that cannot be used (argparse's
 #: convention for usage errors, and what ``trace`` and ``replay`` return for a bad file).

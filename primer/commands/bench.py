@@ -29,7 +29,7 @@ extra µs per step (item 2). The load average is printed first.
 4. **Fan-out efficiency**: wall time of one turn of N concurrent calls to ordinary
    (synchronous, sleeping) tools of 50–300 ms, seeded, divided by the slowest call, for N in
    1, 2, 4, 8, 16, 32. Target: at most :data:`FANOUT_TARGET` at 8 calls.
-5. **The async loop**: µs per step of :func:`~primer.agents.async_loop.run_agent_async`
+5. **The async loop**: µs per step of :func:`~primer.harness.async_loop.run_agent_async`
    beside ``run_agent`` (1,000 steps, side by side), with an ``async def`` zero-latency model
    and tool (:class:`AsyncZeroLatencyLLM`, :data:`async_noop`: the event loop's own cost),
    and with the sync model and tool (each handed to a worker thread and back: two thread
@@ -60,19 +60,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from primer.agents import (
-    AgentConfig,
-    Reply,
-    ScriptedLLM,
-    Tool,
-    Usage,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.messages import Message, text_block, tool_use_block
-from primer.agents.parallel import seeded_latencies, waiting_tool
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import Message, text_block, tool_use_block
+from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
+from primer.loop.tools import Tool, tool
+from primer.scenarios.parallel import seeded_latencies, waiting_tool
 
 #: Targets the benchmark checks (see the module docstring).
 DEFAULT_RATIO_TARGET = 25.0
@@ -232,9 +225,9 @@ def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyL
 
 def async_variant(make_llm: Callable[[int], Callable[..., Any]] = AsyncZeroLatencyLLM,
                   tools: tuple[Tool, ...] = (async_noop,), **config: Any) -> Variant:
-    """:func:`agent_variant` for :func:`~primer.agents.async_loop.run_agent_async` (each run
+    """:func:`agent_variant` for :func:`~primer.harness.async_loop.run_agent_async` (each run
     in a fresh event loop, ``asyncio.run``); the same check of what the run did."""
-    from primer.agents.async_loop import run_agent_async
+    from primer.harness.async_loop import run_agent_async
 
     def run(steps: int) -> None:
         result = asyncio.run(run_agent_async(make_llm(steps), "benchmark", list(tools),
@@ -313,10 +306,10 @@ def fan_out(calls: int, *, seed: int = 0, repeats: int = 3) -> FanOut:
 
 def async_fan_out(calls: int = ASYNC_FANOUT_CALLS, seconds: float = ASYNC_FANOUT_S, *,
                   repeats: int = 3) -> FanOut:
-    """Median wall time of a :func:`~primer.agents.async_loop.run_agent_async` run whose one
+    """Median wall time of a :func:`~primer.harness.async_loop.run_agent_async` run whose one
     tool turn asks for ``calls`` ``async def`` tools that each sleep ``seconds``
     (``asyncio.sleep``); the whole run is timed, harness and event loop included."""
-    from primer.agents.async_loop import run_agent_async
+    from primer.harness.async_loop import run_agent_async
 
     @tool
     async def wait(k: int) -> str:

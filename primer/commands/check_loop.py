@@ -1,7 +1,7 @@
 """``python -m primer check-loop FILE[:FUNCTION]``: run the coding round's checker on a file.
 
 Loads ``FUNCTION`` (default ``my_loop``) from the Python file ``FILE`` and runs
-:func:`primer.exercises.check_loop` on it: one line per behaviour and the score. A loop that
+:func:`primer.course.exercises.check_loop` on it: one line per behaviour and the score. A loop that
 cannot be called the way the checker calls it (:data:`INTERFACE`), or that calls the model
 another way, gets one message saying so instead. Exit status 0 on full marks, 1 when a
 behaviour failed or the interface is wrong, 2 when the file or function cannot be loaded.
@@ -17,7 +17,7 @@ from typing import Any
 
 USAGE_ERROR = 2
 
-#: The interface the checker expects (as in :mod:`primer.exercises`; shown by ``--help``).
+#: The interface the checker expects (as in :mod:`primer.course.exercises`; shown by ``--help``).
 INTERFACE = """\
 Your function is called as
   my_loop(model, task, tools, *, max_steps, token_budget)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"check-loop: {e}", file=sys.stderr)
         return USAGE_ERROR
-    from primer.exercises import check_loop  # imports the order scenario: only when used
+    from primer.course.exercises import check_loop  # imports the order scenario: only when used
 
     report = check_loop(fn, show=False)
     if report.interface_problem:

@@ -3,7 +3,7 @@
 ``python -m primer demo --list`` lists the demos. ``python -m primer demo orders`` prints the
 scenario's description and task, the trace table (one row per model call), the stop cause
 and the run's summary, and for a run that ended with ``end_turn`` the model's answer.
-``--json`` prints the whole :class:`~primer.agents.AgentResult` as JSON instead.
+``--json`` prints the whole :class:`~primer.loop.result.AgentResult` as JSON instead.
 ``--trace FILE`` ends with a line naming FILE and the command that reads it (on stderr with
 ``--json``, so stdout stays JSON).
 ``--claude`` runs the same task, tools and limits against Claude (``ClaudeLLM``); without
@@ -24,11 +24,12 @@ import shlex
 import sys
 from typing import Any
 
-from primer.agents import AgentResult, StopCause
-from primer.agents.journal import CheckpointError
 from primer.commands.approvals import recorded_scenario
 from primer.commands.hints import primer_command
 from primer.commands.paths import os_error_line, output_dir_problem, output_file_problem
+from primer.harness.durable.journal import CheckpointError
+from primer.loop.result import AgentResult
+from primer.loop.state import StopCause
 from primer.scenarios import Scenario, all_demos, get_demo
 
 #: Exit code for a command-line usage error (the convention argparse follows).
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     llm = None
     if getattr(args, "claude", False):
-        from primer.agents.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
+        from primer.providers.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
 
         if not has_api_key():
             print(f"demo --claude: {NO_KEY_HELP}\nOffline: python -m primer demo "

@@ -4,7 +4,7 @@ FILE is a trace (JSON Lines, from ``run_agent(..., trace=FILE)`` or ``python -m 
 NAME --trace FILE``) or a Messages-API conversation saved as JSON (a ``messages`` list, with
 optional per-call ``usage``, ``system`` and ``tools``). Prints one line per failure mode
 found (the calls, the evidence, the guard and what it would have saved) and a verdict; see
-:mod:`primer.agents.diagnosis`. ``--json`` prints the same as JSON.
+:mod:`primer.harness.tracing.diagnosis`. ``--json`` prints the same as JSON.
 ``python -m primer diagnose --gallery`` lists the exercise traces shipped with the package;
 ``diagnose --gallery NAME`` diagnoses one of them.
 
@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose and print; returns the exit code (0 clean, 1 found, 2 unusable input)."""
-    from primer.agents.diagnosis import diagnose
-    from primer.agents.trace import TraceError
+    from primer.harness.tracing.diagnosis import diagnose
+    from primer.harness.tracing.trace import TraceError
     from primer.scenarios.gallery import GALLERY, gallery_path
 
     if args.gallery == "" and not args.file:

@@ -2,7 +2,7 @@
 
 The built-in suite (:mod:`primer.scenarios.suite`) holds the course's scenario demos and
 relay tasks whose model is right each step with probability ``--p``; ``--suite FILE`` runs
-the tasks of a YAML or JSON suite file instead (:mod:`primer.agents.eval_suite`), with the
+the tasks of a YAML or JSON suite file instead (:mod:`primer.harness.evals.suite`), with the
 scenario models and tools its tasks name. ``--repeats K`` runs each task K times and adds
 pass@K and pass^K; ``--results FILE`` streams rows to a JSON Lines file and resumes from it
 (``--fresh`` starts it over); ``--timeout S`` limits each trial. Where the trials run:
@@ -26,10 +26,11 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from primer.agents import LLM, EvalTask, run_evals
-from primer.agents.eval_store import EvalResultsError
-from primer.agents.eval_suite import SuiteError
 from primer.commands.paths import os_error_line, output_dir_problem
+from primer.harness.evals.run import EvalTask, run_evals
+from primer.harness.evals.store import EvalResultsError
+from primer.harness.evals.suite import SuiteError
+from primer.loop.model import LLM
 from primer.scenarios.suite import (
     builtin_suite,
     load_suite_file,
@@ -154,7 +155,7 @@ def _judge(name: str | None) -> LLM | None:
     if name == "scripted":
         return scripted_judge()
     if name == "claude":
-        from primer.agents.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
+        from primer.providers.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
 
         if not has_api_key():
             raise _Unreachable(f"--judge claude: {NO_KEY_HELP}")

@@ -1,6 +1,6 @@
 """``python -m primer figures``: draw every course figure from primer code into ``figures/``.
 
-Writes ``figures/NN_name.svg`` for each entry of :data:`primer.figures.FIGURES`, byte-stable,
+Writes ``figures/NN_name.svg`` for each entry of :data:`primer.views.figures.FIGURES`, byte-stable,
 so running it twice (or on a fresh clone) leaves ``git status`` clean. Prints one line per
 figure saying whether its file changed. ``--measure`` first measures the parallel latency of
 figure 7 again (threads that really wait, about six seconds) and stores it in
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Draw the figures; exit code 0, or 2 for an unknown figure name."""
-    from primer import figures
+    from primer.views import figures
 
     unknown = [n for n in args.names if n not in figures.FIGURES]
     if unknown:

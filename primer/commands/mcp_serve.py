@@ -1,11 +1,11 @@
 """``python -m primer mcp-serve orders``: serve a course world's tools as an MCP server.
 
 By default the server speaks over stdin/stdout, the way Claude Desktop, the MCP inspector
-and :func:`primer.agents.mcp.mcp_stdio_tools` start a server; ``--http PORT`` serves
+and :func:`primer.providers.mcp.mcp_stdio_tools` start a server; ``--http PORT`` serves
 Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead (``--http 0`` picks a free port)
 and prints the URL on stderr once the port is bound. The tools are the world's own
 functions (:mod:`primer.scenarios.orders`), listed with the same ``input_schema`` and
-answering with the same texts as in a local run (:func:`primer.agents.mcp_server.mcp_server`).
+answering with the same texts as in a local run (:func:`primer.providers.mcp_server.mcp_server`).
 
 ``--hang TOOL`` makes calls of TOOL never answer (a cancelled call is logged on stderr);
 ``--crash TOOL`` makes the server process exit with status 1 when TOOL is called: the two
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcp-serve: --http takes a port from 0 to 65535, not {args.http}",
               file=sys.stderr)
         return USAGE_ERROR
-    from primer.agents.mcp_server import mcp_server, serve_http, serve_stdio
+    from primer.providers.mcp_server import mcp_server, serve_http, serve_stdio
 
     scenario = get_demo(WORLDS[args.world][0])
     faults = {**{t: "hang" for t in args.hang}, **{t: "crash" for t in args.crash}}

@@ -13,9 +13,9 @@ import argparse
 import sys
 from typing import Any
 
-from primer.agents import HANDOFF_TOOL_NAME
-from primer.agents.replay import replay
-from primer.agents.trace import Trace, TraceError, load_trace
+from primer.harness.tracing.replay import replay
+from primer.harness.tracing.trace import Trace, TraceError, load_trace
+from primer.loop.checks import HANDOFF_TOOL_NAME
 from primer.scenarios import Scenario, all_demos, get_demo
 
 USAGE_ERROR = 2

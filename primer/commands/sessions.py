@@ -1,6 +1,6 @@
 """``python -m primer sessions list DIR`` and ``sessions show DIR ID``: stored conversations.
 
-A :class:`~primer.agents.session_store.SessionStore` keeps its sessions in
+A :class:`~primer.harness.sessions.store.SessionStore` keeps its sessions in
 ``DIR/sessions.sqlite3``. ``list`` prints one line per session (turns, messages, tokens,
 cost, when it was last updated, its last turn), oldest first; ``show`` prints one session's
 turns as a table and its conversation, one line per text, call and result. Both only read:
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from primer.agents.context import render_lines
-from primer.agents.session import SessionError, turns_table
-from primer.agents.session_store import FILE_NAME, list_sessions, read_session
+from primer.harness.sessions.session import SessionError, turns_table
+from primer.harness.sessions.store import FILE_NAME, list_sessions, read_session
+from primer.loop.context import render_lines
 
 #: Exit codes: an unreadable store or an unknown session; a usage error or a bad path
 #: (the same code, as for every command that is given a file it cannot use).

@@ -6,7 +6,7 @@ what is wrong with which line), and when no action is given (the message names `
 and ``export``).
 
 ``python -m primer trace export FILE... --otlp-json [-o OUT]`` turns recorded traces into
-OpenTelemetry GenAI spans (:mod:`primer.agents.otel`) and writes them as one OTLP/JSON
+OpenTelemetry GenAI spans (:mod:`primer.harness.tracing.otel`) and writes them as one OTLP/JSON
 request body, to stdout or OUT: POST it to a collector's ``/v1/traces``. ``--content``
 includes messages and tool arguments (redacted). Exit codes: 0 written; 2 for an unreadable
 trace or an OUT that cannot be written.
@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from primer.agents.trace import TraceError, load_trace
 from primer.commands.hints import primer_command
 from primer.commands.paths import os_error_line, output_file_problem
+from primer.harness.tracing.trace import TraceError, load_trace
 
 USAGE_ERROR = 2
 
@@ -74,7 +74,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     """Write the traces' spans as OTLP/JSON; returns the exit code."""
-    from primer.agents.otel import otlp_json
+    from primer.harness.tracing.otel import otlp_json
 
     problem = args.output and output_file_problem(args.output, "-o")
     if problem:

@@ -2,7 +2,7 @@
 
 Each scenario module registers its runnable demos in :data:`DEMOS` with :func:`register`.
 A :class:`Scenario` bundles everything one run needs; ``scenario.run()`` runs it through
-:func:`primer.agents.run_agent` with a fresh scripted model, so two runs never share state.
+:func:`primer.loop.loop.run_agent` with a fresh scripted model, so two runs never share state.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from primer.agents import LLM, AgentConfig, AgentResult, Tool, run_agent
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.model import LLM
+from primer.loop.result import AgentResult
+from primer.loop.tools import Tool
 
 
 @dataclass
@@ -46,7 +50,7 @@ class Scenario:
     def run(self, config: AgentConfig | None = None, *, trace: Any = None,
             llm: LLM | None = None, **overrides: Any) -> AgentResult:
         """Run the demo; ``config`` replaces its limits, ``overrides`` change single fields;
-        ``trace`` (a file path) records the run there (see :mod:`primer.agents.trace`);
+        ``trace`` (a file path) records the run there (see :mod:`primer.harness.tracing.trace`);
         ``llm`` replaces the scripted model (e.g. a ``ClaudeLLM`` for the same task).
         A checkpoint the run writes records this demo's name, so ``python -m primer resume``
         finds the model and tools again."""

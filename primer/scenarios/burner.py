@@ -17,8 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from primer.agents import AgentConfig, AgentResult, ScriptedLLM, Tool, tool, tool_reply
-from primer.agents.messages import Message
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.result import AgentResult
+from primer.loop.tools import Tool, tool
 
 from . import Scenario, register
 from .policy import call_number

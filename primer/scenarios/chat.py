@@ -1,6 +1,6 @@
 """The chat world of lesson 01: a model that knows only the list it is sent.
 
-:func:`name_model` is a :class:`~primer.agents.ScriptedLLM` policy that answers from the
+:func:`name_model` is a :class:`~primer.loop.model.ScriptedLLM` policy that answers from the
 user turns of the message list and from nothing else, so it "remembers" a name only when the
 harness sends the turn that gave it. :func:`one_shot` and :func:`with_memory` are two harnesses
 around the same model: one sends each question on its own, the other keeps the conversation
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from primer.agents import LLM, Reply, assistant_message, text_of, user_message
-from primer.agents.messages import Message
+from primer.loop.messages import Message, assistant_message, text_of, user_message
+from primer.loop.model import LLM, Reply
 
 SYSTEM = "You are a friendly assistant."
 

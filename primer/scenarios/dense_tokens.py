@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from primer.agents.llm import LLM, Reply, Usage
-from primer.agents.messages import Message
+from primer.loop.messages import Message
+from primer.loop.model import LLM, Reply, Usage
 
 
 class DenseTokens:

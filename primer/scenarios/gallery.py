@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primer.agents import AgentConfig, ScriptedLLM, Tool, ToolError, run_agent, tool, tool_reply
-from primer.agents.bounded import parse_json, read_text
-from primer.agents.conversation import to_conversation
-from primer.agents.messages import Message
-from primer.agents.trace import load_trace
+from primer.harness.tracing.conversation import to_conversation
+from primer.harness.tracing.trace import load_trace
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.text import parse_json, read_text
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import burner, orders
 from .policy import call_number

@@ -1,7 +1,7 @@
 """A long, static system prompt: the leave policy handbook an HR assistant is given.
 
 Prompt caching pays only on a prefix the API will cache, which starts at a model's minimum
-length (:data:`primer.agents.claude.MIN_CACHEABLE_TOKENS`, 2,048 tokens for the course's
+length (:data:`primer.providers.claude.MIN_CACHEABLE_TOKENS`, 2,048 tokens for the course's
 default model). The PTO scenario's own system prompt is a few dozen tokens; lesson 13's
 caching example puts this handbook in front of it so that the prefix is well above that.
 """

@@ -27,8 +27,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from primer.agents import AgentConfig, ScriptedLLM, Tool, ToolError, tool, tool_reply
-from primer.agents.messages import Message
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
 from .policy import all_observations, call_number

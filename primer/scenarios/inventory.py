@@ -5,7 +5,7 @@ Its only tool, ``check_inventory(sku)``, calls an inventory API that answers
 ``429 Too Many Requests`` to every call. The scripted support model does what a model with
 no harness guard does: it reads the error and tries again, forever, unless an error result
 tells it that the harness has already retried and given up. :func:`run_guarded` runs the
-story under one guard at a time (:data:`GUARDS`) on a :class:`~primer.agents.ManualClock`
+story under one guard at a time (:data:`GUARDS`) on a :class:`~primer.harness.retry.ManualClock`
 that advances :data:`SECONDS_PER_CALL` per model call, so even the backoff waits take no
 real time; :func:`guard_table` puts the runs side by side and :func:`unguarded_projection`
 prices the run with no guard at all over :data:`STORY_DAYS` days.
@@ -32,21 +32,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from primer.agents import (
-    AgentConfig,
-    AgentResult,
-    ManualClock,
-    RateLimited,
-    ScriptedLLM,
-    Tool,
-    ToolError,
-    TransientToolError,
-    run_agent,
-    tool,
-)
-from primer.agents.cost import cost_usd
-from primer.agents.llm import LLM, Policy, Reply, Usage
-from primer.agents.messages import Message
+from primer.harness.retry import ManualClock, RateLimited, TransientToolError
+from primer.loop.config import AgentConfig
+from primer.loop.cost import cost_usd
+from primer.loop.loop import run_agent
+from primer.loop.messages import Message
+from primer.loop.model import LLM, Policy, Reply, ScriptedLLM, Usage
+from primer.loop.result import AgentResult
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
 from .policy import action_reply, last_observations
@@ -315,7 +308,7 @@ def supplier_eta(sku: str, hang: bool = True) -> str:
     """The supplier's delivery estimate for ``sku``; with ``hang`` it never returns.
 
     A stand-in for a call into a library that blocks forever (a socket with no timeout).
-    Module-level so :func:`primer.agents.run_in_subprocess` can run it in a child process.
+    Module-level so :func:`primer.harness.timeouts.run_in_subprocess` can run it in a child process.
     """
     while hang:
         time.sleep(3600)

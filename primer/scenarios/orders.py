@@ -3,7 +3,7 @@
 Two tools, built with ``@tool``:
 
 * ``get_order(order_id)``: order A123 is a keyboard, unit price 2500 rupees, quantity 2. An
-  unknown id raises a :class:`~primer.agents.ToolError` that shows what ids look like.
+  unknown id raises a :class:`~primer.loop.tools.ToolError` that shows what ids look like.
 * ``calculator(expression)``: arithmetic by walking the Python ``ast`` syntax tree (numbers,
   ``+ - * / **``, unary minus, parentheses). It never calls ``eval``; anything else is a
   ``ToolError`` that says what is allowed.
@@ -22,7 +22,7 @@ Four scripted models answer the same task, one per exit of the loop (registered 
 
 Each model is a decision function (:func:`decide`) of what the last tool result said, so the
 same logic drives the production loop (:func:`make_llm`) and the stand-alone JSON-text loop of
-:mod:`primer.agents.mini` (:func:`mini_model`).
+:mod:`primer.loop.mini` (:func:`mini_model`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from primer.agents import AgentConfig, ScriptedLLM, Tool, ToolError, tool
-from primer.agents.messages import Message
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
 from .policy import Action, Observation, action_reply, call_number, last_observations
@@ -170,7 +172,7 @@ def make_tools() -> list[Tool]:
 
 
 def mini_tools() -> dict[str, Callable[..., Any]]:
-    """The same two tools as plain functions in a dict, for :func:`primer.agents.mini.run_mini`."""
+    """The same two tools as plain functions in a dict, for :func:`primer.loop.mini.run_mini`."""
     return {t.name: t.fn for t in make_tools()}
 
 
@@ -243,13 +245,13 @@ def make_llm(kind: str = "recover") -> ScriptedLLM:
 
 
 def mini_model(kind: str = "recover") -> Callable[..., str]:
-    """The same model for the JSON-text loop of :mod:`primer.agents.mini`.
+    """The same model for the JSON-text loop of :mod:`primer.loop.mini`.
 
     Returns ``model(*, system, messages) -> str``: it reads the last observation the mini loop
     wrote and replies with the action as JSON text, e.g. ``{"tool": "get_order", "input":
     {...}}``. (It ignores the system prompt: its decisions are scripted.)
     """
-    from primer.agents.mini import last_observation
+    from primer.loop.mini import last_observation
 
     decide(kind, 1, None)
 

@@ -1,12 +1,12 @@
 """Helpers for scripted models: read what the last turn observed, reply with an action.
 
 A scripted *policy* is a function of the message list that returns the model's next reply
-(see :class:`primer.agents.ScriptedLLM`). The scenario models decide from what they can see,
+(see :class:`primer.loop.model.ScriptedLLM`). The scenario models decide from what they can see,
 like a real model would: the tool results of the last user turn. These helpers pair those
 results with the calls that asked for them and turn a decision into a reply.
 
 A decision is an *action* dict, the same JSON the stand-alone loop of
-:mod:`primer.agents.mini` reads from a model's text::
+:mod:`primer.loop.mini` reads from a model's text::
 
     {"tool": "get_order", "input": {"order_id": "A123"}, "thought": "..."}   # a tool call
     {"answer": "..."}                                                          # a final answer
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from primer.agents import Reply, text_reply, tool_reply
-from primer.agents.messages import Message, blocks_of, tool_uses_of
+from primer.loop.messages import Message, blocks_of, tool_uses_of
+from primer.loop.model import Reply, text_reply, tool_reply
 
 Action = dict[str, Any]
 

@@ -41,8 +41,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from primer.agents import Tool
-from primer.agents.checkpoint import CheckpointError, approve, read_checkpoint, resume
+from primer.harness.durable.checkpoint import CheckpointError, approve, read_checkpoint, resume
+from primer.loop.tools import Tool
 
 from . import get_demo
 from .refunds import DELAY_ENV, LEDGER_ENV, RefundLedger, refund_tools

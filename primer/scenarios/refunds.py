@@ -48,18 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primer.agents import (
-    HANDOFF_TOOL_NAME,
-    AgentConfig,
-    Reply,
-    ScriptedLLM,
-    Tool,
-    ToolError,
-    text_block,
-    text_reply,
-    tool,
-)
-from primer.agents.messages import Message, text_of, tool_use_block
+from primer.loop.checks import HANDOFF_TOOL_NAME
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message, text_block, text_of, tool_use_block
+from primer.loop.model import Reply, ScriptedLLM, text_reply
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
 from .policy import all_observations, call_number

@@ -8,7 +8,7 @@ final code: the run succeeds only if every step was right.
 
 :class:`SkilledModel` is a scripted model that gets each step right with probability ``p``
 (seeded per task). Over many tasks its measured success rate approaches ``p ** n``, the
-compounding formula of :func:`primer.agents.cost`'s lesson: 0.95 per step over 10 steps
+compounding formula of :func:`primer.loop.cost`'s lesson: 0.95 per step over 10 steps
 gives about 60% end to end.
 """
 
@@ -19,8 +19,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from primer.agents import AgentConfig, AnswerContains, EvalTask, ScriptedLLM, Tool, tool, tool_reply
-from primer.agents.messages import Message
+from primer.harness.evals.run import EvalTask
+from primer.harness.evals.scorers import AnswerContains
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import Tool, tool
 
 
 def _digest(text: str) -> str:

@@ -6,9 +6,9 @@ reads pages 1..``pages`` one call at a time (a short thought before each call), 
 
 from __future__ import annotations
 
-from primer.agents.llm import ScriptedLLM, tool_reply
-from primer.agents.messages import Message
-from primer.agents.tools import tool
+from primer.loop.messages import Message
+from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.tools import tool
 
 #: The window the lesson's reader runs in (tokens), small so that it fills in a few calls.
 WINDOW = 4_000

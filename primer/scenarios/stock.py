@@ -17,19 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from primer.agents import (
-    AgentConfig,
-    Reply,
-    ScriptedLLM,
-    Tool,
-    ToolError,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.messages import Message
-from primer.agents.parallel import SEED, seeded_latencies
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message
+from primer.loop.model import Reply, ScriptedLLM, text_reply, tool_reply
+from primer.loop.tools import Tool, ToolError, tool
 from primer.scenarios import Scenario
+from primer.scenarios.parallel import SEED, seeded_latencies
 from primer.scenarios.policy import all_observations
 
 SKU = "KB-100"

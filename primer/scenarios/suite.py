@@ -1,7 +1,7 @@
 """The built-in eval suite: the course's scenarios as eval tasks, plus relay tasks.
 
 The scenario tasks live in ``builtin_suite.yaml`` beside this file, in the suite-file format
-of :mod:`primer.agents.eval_suite`; a task that names a demo in ``meta`` (``world: demo``,
+of :mod:`primer.harness.evals.suite`; a task that names a demo in ``meta`` (``world: demo``,
 ``demo: NAME``) takes its input, system prompt and limits from that demo
 (:func:`complete_from_demo`). Each is judged the way a person would:
 
@@ -14,7 +14,7 @@ of :mod:`primer.agents.eval_suite`; a task that names a demo in ``meta`` (``worl
 Relay tasks (:mod:`primer.scenarios.relay`) add a chain whose models are right each step
 with probability ``p``. :func:`suite_llm` and :func:`suite_tools` are module-level
 factories, so the suite runs on a process pool too. :func:`scripted_judge` is an offline
-stand-in for a judge model, for :class:`~primer.agents.ModelGraded` checks.
+stand-in for a judge model, for :class:`~primer.harness.evals.scorers.ModelGraded` checks.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from primer.agents import LLM, EvalTask, Reply, ScriptedLLM, Tool, Usage, estimate_tokens
-from primer.agents.eval_suite import load_suite
-from primer.agents.messages import Message, text_of
+from primer.harness.evals.run import EvalTask
+from primer.harness.evals.suite import load_suite
+from primer.loop.messages import Message, text_of
+from primer.loop.model import LLM, Reply, ScriptedLLM, Usage, estimate_tokens
+from primer.loop.tools import Tool
 
 from . import get_demo
 from .relay import make_tools as relay_tools
@@ -54,7 +56,7 @@ def complete_from_demo(raw: dict[str, Any]) -> dict[str, Any]:
 
 def load_suite_file(path: str | os.PathLike[str], *, judge: LLM | None = None
                     ) -> list[EvalTask]:
-    """:func:`~primer.agents.eval_suite.load_suite` with demo tasks completed from their
+    """:func:`~primer.harness.evals.suite.load_suite` with demo tasks completed from their
     demo (so a suite file may name a demo instead of repeating its task text)."""
     return load_suite(path, judge=judge, complete=complete_from_demo)
 
@@ -107,7 +109,7 @@ def _judge_policy(messages: list[Message]) -> Reply:
 
 
 def scripted_judge() -> ScriptedLLM:
-    """An offline judge for :class:`~primer.agents.ModelGraded`: a rule, not a model.
+    """An offline judge for :class:`~primer.harness.evals.scorers.ModelGraded`: a rule, not a model.
 
     It answers PASS when the answer holds every number and every ``[bracketed id]`` the
     criteria name, FAIL (naming what is missing) otherwise, and FAIL when the run gave no

@@ -25,18 +25,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from primer.agents import (
-    AgentConfig,
-    ScriptedLLM,
-    Tool,
-    ToolError,
-    run_agent,
-    text_reply,
-    tool,
-    tool_reply,
-)
-from primer.agents.messages import Message, text_of
-from primer.agents.patterns import WorkflowRun, WorkflowStep, run_workflow
+from primer.harness.patterns.workflows import WorkflowRun, WorkflowStep, run_workflow
+from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
+from primer.loop.messages import Message, text_of
+from primer.loop.model import ScriptedLLM, text_reply, tool_reply
+from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
 from .orders import get_order
@@ -494,8 +488,8 @@ SKILL_TEXTS: dict[str, tuple[str, str]] = {
 
 
 def skill_book() -> Any:
-    """A fresh :class:`~primer.agents.skills.SkillBook` of :data:`SKILL_TEXTS`."""
-    from primer.agents.skills import Skill, SkillBook
+    """A fresh :class:`~primer.harness.skills.SkillBook` of :data:`SKILL_TEXTS`."""
+    from primer.harness.skills import Skill, SkillBook
 
     return SkillBook(Skill(n, d, text) for n, (d, text) in SKILL_TEXTS.items())
 

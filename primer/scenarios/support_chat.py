@@ -16,7 +16,8 @@ its own earlier answers included. It understands three kinds of question:
   answers with the calculator.
 
 Anything else gets a short answer saying what it can help with. :data:`QUESTIONS` is a
-conversation of five turns; lesson 16 runs it as a :class:`~primer.agents.session.Session`.
+conversation of five turns; lesson 16 runs it as a
+:class:`~primer.harness.sessions.session.Session`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import json
 import re
 from typing import Any
 
-from primer.agents import AgentConfig, ScriptedLLM
-from primer.agents.messages import Message, text_of
+from primer.loop.config import AgentConfig
+from primer.loop.messages import Message, text_of
+from primer.loop.model import ScriptedLLM
 
 from .orders import GST_RATE, SYSTEM, make_tools
 from .policy import Action, Observation, action_reply, all_observations

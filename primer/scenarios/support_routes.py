@@ -21,10 +21,10 @@ import json
 import re
 from typing import Any
 
-from primer.agents import ScriptedLLM
-from primer.agents.messages import Message, text_of
-from primer.agents.orchestrator import OrchestratorRun, orchestrate
-from primer.agents.routing import Route, RoutingResult, route
+from primer.harness.patterns.orchestrator import OrchestratorRun, orchestrate
+from primer.harness.patterns.routing import Route, RoutingResult, route
+from primer.loop.messages import Message, text_of
+from primer.loop.model import ScriptedLLM
 
 from .support import (
     AGENT_CONFIG,
@@ -158,7 +158,7 @@ def make_worker_llm() -> ScriptedLLM:
 def handle_with_orchestrator(text: str = MULTI_TICKET, *, max_subtasks: int = 5
                              ) -> OrchestratorRun:
     """Answer a message with orchestrator-workers (see
-    :func:`~primer.agents.orchestrator.orchestrate`), priced like the agent's runs."""
+    :func:`~primer.harness.patterns.orchestrator.orchestrate`), priced like the agent's runs."""
     return orchestrate(make_orchestrator_llm(), make_worker_llm(), text,
                        max_subtasks=max_subtasks, prices=AGENT_CONFIG.prices)
 

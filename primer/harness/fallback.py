@@ -1,0 +1,148 @@
+"""``FallbackLLM``: when the provider is overloaded, the next model answers.
+
+A provider that is overloaded answers 529; one that is failing answers 500-599; a network
+that fails gives no answer at all. Each of these reaches the loop as a
+:class:`~primer.loop.model.TransientModelError` (with its ``status``, or ``None`` for no
+answer). ``FallbackLLM([primary, secondary, ...])`` asks the primary; on such an error it
+tries the primary again up to ``retries`` times (its own retries, with a
+:class:`~primer.harness.retry.RetryPolicy` backoff), then asks the next model, and so on. A
+rate limit (429), a 408 or 409 is not a reason to switch (the same model answers once the
+wait is over): after the model's own retries it is raised, and so is the error of the last
+model when every model failed; the loop's model-call retry then tries the chain again.
+Any other error (a bad request, a bad key) is raised at once.
+
+Each reply names the model that wrote it (``Reply.model``), so each step of a run records
+which model answered; :attr:`~primer.loop.config.AgentConfig.model_prices` prices each
+model's usage at its own prices, and :func:`usage_by_model` adds a run up per model.
+:attr:`FallbackLLM.fallbacks` logs every switch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from primer.loop.config import AgentConfig
+from primer.loop.coroutines import is_async_callable
+from primer.loop.cost import cost_usd
+from primer.loop.messages import Message
+from primer.loop.model import LLM, Reply, TransientModelError, Usage
+from primer.loop.state import EventSink, Step
+
+from .retry import ModelRetriesExhausted, RetryPolicy
+from .runner import model_failure
+
+
+def falls_back(error: TransientModelError) -> bool:
+    """Whether ``error`` makes :class:`FallbackLLM` ask the next model: an overload (529),
+    another server error (500-599) or no answer at all (``status`` ``None``)."""
+    return error.status is None or error.status >= 500
+
+
+class FallbackLLM:
+    """An :class:`~primer.loop.model.LLM` that asks ``models`` in order until one answers.
+
+    - ``models``: sync LLMs, the primary first (``ValueError`` for none, ``TypeError`` for an
+      ``async def`` one: wrap async models in the async loop's own way instead).
+    - ``retries``: each model's own retries of a transient error before the next is asked.
+    - ``policy`` / ``sleep``: the backoff between those retries (seconds; injectable).
+
+    Streams when any of its models does (``stream``), handing ``on_delta`` to that model;
+    when it switches, ``on_delta`` gets a ``model_fallback`` event (``{"from", "to",
+    "error"}``), so a display can drop what the failed model had streamed. A reply whose
+    model left ``Reply.model`` empty is named after the model's ``model`` attribute.
+    Raises the last :class:`~primer.loop.model.TransientModelError` when no model answered.
+    """
+
+    def __init__(self, models: Sequence[LLM], *, retries: int = 1,
+                 policy: RetryPolicy | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.models = list(models)
+        if not self.models:
+            raise ValueError("FallbackLLM needs at least one model")
+        if any(is_async_callable(m) for m in self.models):
+            raise TypeError("FallbackLLM takes sync models (each called as "
+                            "llm(*, system, messages, tools, max_tokens) -> Reply)")
+        if retries < 0:
+            raise ValueError(f"FallbackLLM: retries must be >= 0 (got {retries})")
+        self.retries = retries
+        self.policy = policy or RetryPolicy()
+        self.sleep = sleep
+        self.stream = any(getattr(m, "stream", False) is True for m in self.models)
+        #: One record per switch: ``{"call", "from", "to", "error", "attempts"}``.
+        self.fallbacks: list[dict[str, Any]] = []
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"FallbackLLM([{', '.join(model_name(m, k) for k, m in enumerate(self.models))}])"
+
+    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                 max_tokens: int, on_delta: EventSink | None = None) -> Reply:
+        self.calls += 1
+        request = {"system": system, "messages": messages, "tools": tools,
+                   "max_tokens": max_tokens}
+        for k, model in enumerate(self.models):
+            failed: list[dict[str, Any]] = []
+            while True:
+                try:
+                    return self._ask(model, k, request, on_delta)
+                except TransientModelError as e:
+                    error = e
+                try:
+                    self.sleep(model_failure(error, retries=self.retries, policy=self.policy,
+                                             key=f"fallback-{self.calls}-{k}", failed=failed))
+                except ModelRetriesExhausted:
+                    break
+            if not falls_back(error) or k + 1 == len(self.models):
+                raise error
+            record = {"call": self.calls, "from": model_name(model, k),
+                      "to": model_name(self.models[k + 1], k + 1),
+                      "error": f"{type(error).__name__}: {error}", "attempts": len(failed)}
+            self.fallbacks.append(record)
+            if on_delta is not None:
+                on_delta("model_fallback", {k: record[k] for k in ("from", "to", "error")})
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _ask(model: LLM, k: int, request: dict[str, Any],
+             on_delta: EventSink | None) -> Reply:
+        if getattr(model, "stream", False) is True:
+            reply = model(**request, on_delta=on_delta)  # type: ignore[call-arg]
+        else:
+            reply = model(**request)
+        if isinstance(reply, Reply) and not reply.model:
+            reply = Reply(reply.content, reply.stop_reason, reply.usage, model_name(model, k))
+        return reply
+
+
+def model_name(model: LLM, k: int) -> str:
+    """A model's id for records: its ``model`` attribute, else ``"model <k+1>"``."""
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) and name else f"model {k + 1}"
+
+
+@dataclass
+class ModelSpend:
+    """What one model did in a run: ``calls`` it answered, their ``usage`` (tokens) and
+    ``cost_usd`` (USD at that model's prices)."""
+
+    model: str
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+
+
+def usage_by_model(steps: Sequence[Step], config: AgentConfig) -> dict[str, ModelSpend]:
+    """A run's model calls added up per model (the model id each reply names), in the order
+    the models first answered; each model's usage priced at
+    :meth:`~primer.loop.config.AgentConfig.prices_for` that model. Failed attempts and
+    models inside tools are not in it (the run's totals have them)."""
+    out: dict[str, ModelSpend] = {}
+    for s in steps:
+        spend = out.setdefault(s.reply.model, ModelSpend(s.reply.model))
+        spend.calls += 1
+        spend.usage = spend.usage + s.usage
+        spend.cost_usd += cost_usd(s.usage, config.prices_for(s.reply.model))
+    return out

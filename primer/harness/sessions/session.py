@@ -1,0 +1,292 @@
+"""Conversations that go on: a :class:`Session` sends each new user turn with what came before.
+
+The model is stateless, so a conversation's memory is its message list: every turn sends the
+whole history again, with the new question last. A :class:`Session` keeps that list between
+runs of the loop. :meth:`Session.send` is one turn: ``run_agent(llm, text, tools,
+messages=session.messages)`` with the session's model, tools, system prompt and config, and
+its :class:`Turn` record. Limits and budgets are per turn (each turn is one run with its own
+``max_steps`` and ``token_budget``); the session adds the turns up (:attr:`Session.usage`,
+:attr:`Session.cost_usd`, and each turn's ``session_usage`` and ``session_cost_usd``), so a
+conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``.
+
+A history that ends with an unanswered ``tool_use`` (a run that crashed or was cancelled
+mid-call) is repaired before it is sent (:func:`primer.loop.history.repair_history`). A
+turn that paused for approval is resumed from its checkpoint with :meth:`Session.resume`
+before the conversation goes on; without a checkpoint nothing of it ran, and the next turn
+tells the model so.
+
+A session with a ``store`` (:class:`primer.harness.sessions.store.SessionStore`, SQLite) is
+saved after every turn and can be loaded again in another process.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pydantic
+
+from primer.harness.hooks import Hooks
+from primer.loop.config import AgentConfig
+from primer.loop.context import render_lines
+from primer.loop.history import RepairedHistory, history_problem, repair_history
+from primer.loop.loop import run_agent, task_text
+from primer.loop.messages import Message
+from primer.loop.model import LLM, Usage
+from primer.loop.result import AgentResult
+from primer.loop.state import EventSink, StopCause
+from primer.loop.tools import Tool, ToolRegistry
+
+#: The result text for calls that awaited approval when the conversation went on without it.
+NOT_APPROVED_RESULT = ("Not run: this call needed a person's approval and the conversation "
+                       "went on without one. It did not run.")
+
+
+class SessionError(ValueError):
+    """A session cannot do what was asked; the message says why and what to do instead."""
+
+
+@dataclass
+class Turn:
+    """One turn of a session: a user message and the run that answered it.
+
+    ``index`` counts turns from 1. ``stop_cause``, ``stop_detail``, ``final_text`` and
+    ``steps`` (model calls) are the run's; ``usage`` and ``cost_usd`` its totals (tokens;
+    USD) and ``call_usages`` the usage of each of its model calls. ``session_usage`` and
+    ``session_cost_usd`` are the session's running totals through this turn. ``messages``
+    is the length of the history after it; ``repaired`` the ids of ``tool_use`` blocks given
+    an error result before it was sent; ``checkpoint`` the run's checkpoint journal, if any.
+    """
+
+    index: int
+    task: str
+    stop_cause: StopCause
+    stop_detail: str
+    final_text: str | None
+    steps: int
+    usage: Usage
+    cost_usd: float
+    call_usages: list[Usage]
+    session_usage: Usage
+    session_cost_usd: float
+    messages: int
+    repaired: list[str] = field(default_factory=list)
+    checkpoint: str | None = None
+
+    @property
+    def first_call_input_tokens(self) -> int:
+        """Input tokens of the turn's first model call: the history re-sent before anything
+        new happens (0 for a turn that made no call)."""
+        return self.call_usages[0].input_tokens if self.call_usages else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"index": self.index, "task": self.task, "stop_cause": self.stop_cause.value,
+                "stop_detail": self.stop_detail, "final_text": self.final_text,
+                "steps": self.steps, "usage": self.usage.to_dict(), "cost_usd": self.cost_usd,
+                "call_usages": [u.to_dict() for u in self.call_usages],
+                "session_usage": self.session_usage.to_dict(),
+                "session_cost_usd": self.session_cost_usd, "messages": self.messages,
+                "repaired": self.repaired, "checkpoint": self.checkpoint}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Turn:
+        """Inverse of :meth:`to_dict`; ``KeyError``, ``TypeError`` or ``ValueError`` for a
+        malformed dict."""
+        return cls(int(d["index"]), str(d["task"]), StopCause(d["stop_cause"]),
+                   str(d["stop_detail"]), d["final_text"], int(d["steps"]),
+                   Usage.from_dict(d["usage"]), float(d["cost_usd"]),
+                   [Usage.from_dict(u) for u in d["call_usages"]],
+                   Usage.from_dict(d["session_usage"]),
+                   float(d["session_cost_usd"]), int(d["messages"]),
+                   [str(x) for x in d.get("repaired", [])], d.get("checkpoint"))
+
+    def row(self) -> dict[str, Any]:
+        """The turn as one table row (see :meth:`Session.table`)."""
+        return {"turn": self.index, "steps": self.steps,
+                "first call input": self.first_call_input_tokens,
+                "turn tokens": self.usage.total_tokens, "turn USD": round(self.cost_usd, 6),
+                "session tokens": self.session_usage.total_tokens,
+                "session USD": round(self.session_cost_usd, 6),
+                "stop cause": self.stop_cause.value}
+
+
+class SessionSaver(Protocol):
+    """Where a session is kept; :meth:`Session.send` calls ``save`` after every turn."""
+
+    def save(self, session: Session) -> None:
+        """Make the session's messages and turns durable (raises ``SessionError``)."""
+
+
+def new_session_id() -> str:
+    """A fresh random session id, e.g. ``session-3fa85f64``."""
+    return f"session-{secrets.token_hex(4)}"
+
+
+class Session:
+    """A conversation with the agent that goes on over many turns.
+
+    ``llm``, ``tools``, ``system``, ``config`` and ``hooks`` are what every turn's run gets
+    (see :func:`~primer.loop.loop.run_agent`). ``messages`` is an earlier history to continue
+    (checked with :func:`~primer.loop.history.history_problem`: ``ValueError`` if it is
+    not one), ``turns`` its turn records, ``session_id`` a name (default: a random one),
+    ``store`` where to save it after each turn (or ``None``: kept in memory only).
+    """
+
+    def __init__(self, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
+                 system: str = "", config: AgentConfig | None = None,
+                 hooks: Hooks | Iterable[Hooks] | None = None,
+                 messages: Sequence[Message] = (), turns: Sequence[Turn] = (),
+                 session_id: str | None = None, store: SessionSaver | None = None) -> None:
+        problem = history_problem(messages)
+        if problem is not None:
+            raise ValueError(f"Session(messages=...): {problem}")
+        self.id = session_id or new_session_id()
+        self.llm, self.system, self.config = llm, system, config or AgentConfig()
+        self.tools = tools if isinstance(tools, ToolRegistry) else list(tools)
+        self.hooks = hooks
+        self.messages: list[Message] = list(messages)
+        self.turns: list[Turn] = list(turns)
+        self.store = store
+        #: The result of the latest turn's run in this process (``None`` before one).
+        self.last_result: AgentResult | None = None
+
+    # -- totals
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by every turn so far (the last turn's running total)."""
+        return self.turns[-1].session_usage if self.turns else Usage()
+
+    @property
+    def cost_usd(self) -> float:
+        """Dollars (USD) spent by every turn so far."""
+        return self.turns[-1].session_cost_usd if self.turns else 0.0
+
+    # -- turns
+
+    def send(self, text: str, *, trace: str | os.PathLike[str] | None = None,
+             on_event: EventSink | None = None,
+             output_model: type[pydantic.BaseModel] | None = None) -> AgentResult:
+        """One turn: run the agent on ``text`` after the history, record the turn, save.
+
+        ``trace``, ``on_event`` and ``output_model`` are this turn's (see
+        :func:`~primer.loop.loop.run_agent`). Returns the run's :class:`AgentResult`, whose
+        ``messages`` become the session's history and whose ``usage`` and ``cost_usd`` are
+        this turn's alone; the new :class:`Turn` is ``session.turns[-1]``. If the run raises
+        (a scripted model that ran out of replies), the session is left as it was.
+
+        Raises ``ValueError`` for text that is empty or not a string, and
+        :class:`SessionError` when the last turn paused for approval with a checkpoint
+        (decide its calls, then :meth:`resume` it first; nothing ran), or when the store
+        could not save the turn (it stays in this session in memory).
+        """
+        task_text(text)  # the loop's own check, made before anything else
+        history = self._history_to_send()
+        result = run_agent(self.llm, text, self.tools, system=self.system, config=self.config,
+                           hooks=self.hooks, on_event=on_event, trace=trace,
+                           output_model=output_model, messages=history.messages)
+        self._record(text, result, history.repaired_ids)
+        return result
+
+    def resume(self, *, on_event: EventSink | None = None) -> AgentResult:
+        """Continue the last turn from its checkpoint after its calls were decided.
+
+        The paused run goes on (:func:`primer.harness.durable.checkpoint.resume`: approved calls
+        run,
+        rejected ones are reported to the model), and its outcome replaces the last turn's
+        record. Raises :class:`SessionError` when the last turn is not paused with a
+        checkpoint, and :class:`~primer.harness.durable.keystore.CheckpointError` for an unusable
+        checkpoint.
+        """
+        from primer.harness.durable.checkpoint import resume
+
+        last = self.turns[-1] if self.turns else None
+        paused = last is not None and last.stop_cause is StopCause.AWAITING_APPROVAL
+        if last is None or not paused or not last.checkpoint:
+            raise SessionError(f"session {self.id}: the last turn is not paused with a "
+                               f"checkpoint; there is nothing to resume")
+        result = resume(last.checkpoint, self.llm, self.tools, on_event=on_event,
+                        hooks=self.hooks)
+        self.turns.pop()
+        self._record(last.task, result, last.repaired)
+        return result
+
+    def _history_to_send(self) -> RepairedHistory:
+        """The history, repaired for sending."""
+        last = self.turns[-1] if self.turns else None
+        if last is not None and last.stop_cause is StopCause.AWAITING_APPROVAL:
+            if last.checkpoint:
+                pending = ", ".join(self._pending())
+                raise SessionError(
+                    f"session {self.id}: turn {last.index} is paused awaiting approval of "
+                    f"{pending or 'a call'}. Decide each call "
+                    f"(primer.harness.durable.checkpoint.approve or reject "
+                    f"on {last.checkpoint}, or `python -m primer approve`), then call "
+                    f"session.resume() before sending the next turn.")
+            return repair_history(self.messages, NOT_APPROVED_RESULT)  # nothing of it ran
+        return repair_history(self.messages)
+
+    def _pending(self) -> list[str]:
+        pending = self.last_result.pending if self.last_result is not None else []
+        return [f"{b.get('name')} ({b.get('id')})" for b in pending]
+
+    def _record(self, text: str, result: AgentResult, repaired: list[str]) -> None:
+        before_usage, before_cost = self.usage, self.cost_usd
+        turn = Turn(len(self.turns) + 1, text, result.stop_cause, result.stop_detail,
+                    result.final_text, len(result.steps), result.usage, result.cost_usd,
+                    [s.usage for s in result.steps], before_usage + result.usage,
+                    before_cost + result.cost_usd,
+                    len(result.messages), repaired, result.checkpoint)
+        self.messages = result.messages
+        self.turns.append(turn)
+        self.last_result = result
+        if self.store is not None:
+            self.store.save(self)
+
+    # -- reading
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per turn (:meth:`Turn.row`), for tables and tests."""
+        return [t.row() for t in self.turns]
+
+    def table(self) -> str:
+        """The turns as a fixed-width table, then the session's totals (:func:`turns_table`)."""
+        return turns_table(self.turns, self.id)
+
+    def transcript(self, chars: int = 100) -> str:
+        """The conversation for a person: one line per text, call and result, each text and
+        result cut to ``chars`` characters (:func:`~primer.loop.context.render_lines`)."""
+        return "\n".join(render_lines(self.messages, chars))
+
+    def __repr__(self) -> str:
+        return (f"Session({self.id!r}, turns={len(self.turns)}, messages={len(self.messages)}, "
+                f"tokens={self.usage.total_tokens})")
+
+
+def turns_table(turns: Sequence[Turn], session_id: str) -> str:
+    """``turns`` as a fixed-width text table, one row per turn (:meth:`Turn.row`), then one
+    line of totals for the session ``session_id``."""
+    rows = [t.row() for t in turns]
+    if not rows:
+        return f"session {session_id}: no turns yet"
+    heads = list(rows[0])
+    widths = [max(len(h), *(len(_cell(r[h])) for r in rows)) for h in heads]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
+    lines += ["  ".join(_cell(r[h]).rjust(w) for h, w in zip(heads, widths, strict=True))
+              for r in rows]
+    last = turns[-1]
+    lines.append(f"session {session_id}: {len(rows)} turns, "
+                 f"{last.session_usage.total_tokens:,} tokens, {last.session_cost_usd:.4f} USD")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

@@ -1,0 +1,251 @@
+"""``AgentConfig``: every limit and price of a run, each setting documented where it is declared.
+
+The settings are checked when a config is made: :data:`RULES` is the table of what each
+numeric setting must be (an integer or a number, its bounds, whether ``None`` turns it off,
+its unit), and :func:`rule_problems` applies it. A bad setting is a ``ValueError`` that names
+every setting that cannot work, so a config is either usable or refused whole.
+
+A config travels as JSON in traces and checkpoints (:meth:`AgentConfig.to_dict`,
+:meth:`AgentConfig.from_dict`); the settings that hold functions (``clock``, ``sleep``,
+``summarizer``) stay behind.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from primer.harness.retry import RetryPolicy
+
+from .cost import Prices
+from .messages import Message
+from .model import Usage
+
+#: A summariser: older messages in, summary text out (optionally with the usage it cost).
+Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
+
+#: AgentConfig fields that hold functions: not part of its JSON form.
+CALLABLE_SETTINGS = frozenset({"clock", "sleep", "summarizer"})
+
+
+@dataclass
+class AgentConfig:
+    """Every limit and price of a run; each field's docstring says what it limits, in what unit.
+
+    Raises ``ValueError`` naming each setting that cannot work (see :data:`RULES`).
+    """
+
+    max_steps: int = 10
+    """Model calls the run may make."""
+    token_budget: int | None = 50_000
+    """Tokens (prompt + output, cache reads and writes included) the run may use; ``None``:
+    no limit."""
+    budget_check: Literal["after", "before"] = "after"
+    """``"after"``: stop at the first call whose reported usage takes a running total past a
+    budget (it can overshoot by one call). ``"before"``: stop before a call that could cross
+    it, counting the prompt's estimated size plus ``max_tokens`` of output (the prompt priced
+    as a cache write when that costs more), so the loop's own model calls never overspend.
+    Usage that arrives another way (retried failed attempts, sub-agents inside tools,
+    summaries) is counted when it arrives and can pass the budget by that much; the next call
+    is then refused."""
+    cost_budget_usd: float | None = None
+    """Dollars (USD) the run may spend at ``prices``; ``None``: no limit."""
+    prices: Prices = field(default_factory=Prices)
+    """USD per million tokens (default 5 input / 25 output)."""
+    model_prices: dict[str, Prices] = field(default_factory=dict)
+    """Prices of particular models, by the model id a reply names (``Reply.model``): a reply
+    from a model listed here is priced at its own prices, any other at ``prices`` (so a run
+    whose fallback model answered some calls costs what each model charged). The budget
+    check before a call assumes ``prices``."""
+    repeat_threshold: int | None = 3
+    """Stop when the same tool with the same input (key order ignored, 1.0 read as 1) has
+    been requested this many times; ``None`` turns loop detection off."""
+    wall_clock_s: float | None = None
+    """Seconds the run may take, checked before each model call; ``None``: no limit."""
+    no_progress_window: int | None = None
+    """Stop when this many tool results in a row were errors; ``None``: off."""
+    context_window: int = 200_000
+    """The model's context window (tokens)."""
+    context_stop_share: float = 0.8
+    """Stop before a call whose prompt would pass this share of ``context_window``."""
+    max_tokens: int = 1024
+    """Output tokens allowed per reply."""
+    max_parallel_tools: int = 16
+    """Cap on the threads running one reply's calls."""
+    max_tool_calls_per_reply: int | None = 32
+    """Tool calls one reply may ask for. A reply asking for more runs none of them: each gets
+    an error result saying the limit (``error_kind`` ``"too_many_calls"``) and the model
+    may ask again with fewer; ``None``: no limit."""
+    max_tool_calls_per_run: int | None = None
+    """Tool calls the whole run may make. A reply whose calls would take the run past it runs
+    none of them: each gets an error result saying the limit is used up (``error_kind``
+    ``"too_many_calls"``), so the model can still answer with what it has; ``None``: no limit
+    (the step limit and the per-reply limit still bound a run)."""
+    offer_handoff: bool = True
+    """Offer the model the ``handoff_to_human`` tool."""
+    checkpoint_dir: str | None = None
+    """A directory for checkpoint journals (:mod:`primer.harness.durable.journal`): a pause for
+    approval, and every reply with a side-effecting call, is recorded there so the run can
+    resume in another process. ``None``: a pause keeps ``pending`` in the result, writes no
+    file, and nothing in the paused reply runs."""
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    """The clock of the wall-clock limit (seconds; injectable for tests)."""
+    tool_timeout_s: float | None = 30.0
+    """Seconds one tool attempt may take (a tool's own ``timeout_s`` wins); ``None``: no
+    limit, and nothing watches the calls."""
+    tool_retries: int = 2
+    """Retries of a transient tool error after the first attempt."""
+    model_retries: int = 2
+    """Retries of a transient model error after the first attempt."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """The backoff between retries (1 s, 2 s, 4 s ... with seeded jitter)."""
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    """How the run waits (seconds; injectable, e.g. ``ManualClock().sleep``). The async loop
+    awaits ``asyncio.sleep`` in place of the default ``time.sleep``."""
+    compact_share: float | None = 0.6
+    """Once the prompt passes this share of ``context_window``, summarise older turns with
+    ``summarizer`` before the next call (see :mod:`primer.loop.context`); ``None``: off."""
+    compact_keep_turns: int = 2
+    """Replies (with their results) a compaction keeps word for word."""
+    summarizer: Summarizer | None = field(default=None, repr=False, compare=False)
+    """What compacts older turns; compaction is off while this is ``None``."""
+    output_retries: int = 1
+    """Corrective turns a final answer that fails ``run_agent``'s ``output_model`` gets
+    before the run stops with ``invalid_output``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prices, dict):
+            self.prices = Prices(**self.prices)
+        if not isinstance(self.model_prices, dict):
+            raise ValueError(f"AgentConfig: model_prices must be a dict of model id to Prices "
+                             f"(got {type(self.model_prices).__name__})")
+        self.model_prices = {m: Prices(**p) if isinstance(p, dict) else p
+                             for m, p in self.model_prices.items()}
+        if isinstance(self.retry, dict):
+            self.retry = RetryPolicy(**self.retry)
+        problems = rule_problems(self)
+        if problems:
+            raise ValueError("AgentConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting but the functions (and ``model_prices`` when empty), JSON-ready (for
+        traces and checkpoints)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__
+             if k not in CALLABLE_SETTINGS}
+        d["prices"] = asdict(self.prices)
+        if self.model_prices:  # (left out when empty: older traces and journals stay as they are)
+            d["model_prices"] = {m: asdict(p) for m, p in self.model_prices.items()}
+        else:
+            del d["model_prices"]
+        d["retry"] = asdict(self.retry)
+        return d
+
+    def prices_for(self, model: str) -> Prices:
+        """The prices of ``model`` (a model id): its ``model_prices`` entry, else ``prices``."""
+        return self.model_prices.get(model, self.prices) if self.model_prices else self.prices
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentConfig:
+        """Inverse of :meth:`to_dict`; ``ValueError`` names an unknown or bad setting."""
+        known = set(cls.__dataclass_fields__) - CALLABLE_SETTINGS
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"AgentConfig: unknown settings {sorted(unknown)}")
+        return cls(**d)
+
+
+# ---------------------------------------------------------------- the rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one numeric setting must be: ``kind`` (``int`` or ``float``, where an int also
+    passes), finite, ``>= low`` (``> low`` when ``above``) and ``<= high``; ``optional``:
+    ``None`` is allowed (it turns the limit off); ``unit`` names the unit in the message."""
+
+    kind: type
+    low: float
+    above: bool = False
+    high: float = math.inf
+    optional: bool = False
+    unit: str = ""
+
+    def problem(self, name: str, value: Any) -> str | None:
+        """``None`` when ``value`` passes, else one sentence naming ``name`` and the bound."""
+        if value is None and self.optional:
+            return None
+        ok_type = isinstance(value, int if self.kind is int else int | float) \
+            and not isinstance(value, bool)
+        if ok_type and math.isfinite(value) and (value > self.low if self.above
+                                                 else value >= self.low) and value <= self.high:
+            return None
+        bound = f"> {self.low:g}" if self.above else f">= {self.low:g}"
+        if self.high < math.inf:
+            bound += f" and <= {self.high:g}"
+        kind = "an integer" if self.kind is int else "a number"
+        unit = f" {self.unit}" if self.unit else ""
+        return (f"{name} must be {kind} {bound}{unit}{' or None' if self.optional else ''} "
+                f"(got {value!r})")
+
+
+_PRICE_UNIT = "(USD per million tokens)"
+
+#: One row per numeric setting of :class:`AgentConfig` (``prices.*`` are its Prices' fields).
+RULES: dict[str, Rule] = {
+    "max_steps": Rule(int, 1),
+    "token_budget": Rule(int, 0, above=True, optional=True, unit="tokens"),
+    "cost_budget_usd": Rule(float, 0, above=True, optional=True, unit="USD"),
+    "repeat_threshold": Rule(int, 2, optional=True),
+    "wall_clock_s": Rule(float, 0, above=True, optional=True, unit="seconds"),
+    "no_progress_window": Rule(int, 1, optional=True),
+    "context_window": Rule(int, 1, unit="tokens"),
+    "context_stop_share": Rule(float, 0, above=True, high=1),
+    "max_tokens": Rule(int, 1, unit="tokens"),
+    "max_parallel_tools": Rule(int, 1),
+    "max_tool_calls_per_reply": Rule(int, 1, optional=True),
+    "max_tool_calls_per_run": Rule(int, 1, optional=True),
+    "tool_timeout_s": Rule(float, 0, above=True, optional=True, high=86_400 * 365,
+                           unit="seconds"),
+    "tool_retries": Rule(int, 0),
+    "model_retries": Rule(int, 0),
+    "compact_share": Rule(float, 0, above=True, optional=True, high=0.999999),
+    "compact_keep_turns": Rule(int, 1),
+    "output_retries": Rule(int, 0),
+    "prices.input_per_mtok": Rule(float, 0, unit=_PRICE_UNIT),
+    "prices.output_per_mtok": Rule(float, 0, unit=_PRICE_UNIT),
+    "prices.cache_write_multiplier": Rule(float, 0),
+    "prices.cache_read_multiplier": Rule(float, 0),
+}
+
+#: The settings that take one of a few words.
+CHOICES: dict[str, tuple[str, ...]] = {"budget_check": ("after", "before")}
+
+
+def rule_problems(config: AgentConfig) -> list[str]:
+    """Every setting of ``config`` that breaks its row of :data:`RULES` or :data:`CHOICES`."""
+    problems = []
+    for name, rule in RULES.items():
+        owner, _, attr = name.rpartition(".")
+        value = getattr(config.prices if owner == "prices" else config, attr)
+        problem = rule.problem(name, value)
+        if problem:
+            problems.append(problem)
+    for model, prices in config.model_prices.items():  # each model's Prices, row by row
+        if not isinstance(prices, Prices):
+            problems.append(f"model_prices[{model!r}] must be a Prices (got "
+                            f"{type(prices).__name__})")
+            continue
+        for name, rule in RULES.items():
+            owner, _, attr = name.rpartition(".")
+            if owner == "prices":
+                problem = rule.problem(f"model_prices[{model!r}].{attr}", getattr(prices, attr))
+                if problem:
+                    problems.append(problem)
+    for name, words in CHOICES.items():
+        value = getattr(config, name)
+        if value not in words:
+            problems.append(f"{name} must be {' or '.join(map(repr, words))} (got {value!r})")
+    return problems

@@ -1,0 +1,226 @@
+"""A tool's ``input_schema``: made from a function's type hints, and checked against a call.
+
+:func:`schema_from_signature` builds the JSON Schema a tool offers the model from the
+function's type hints (through ``pydantic``); :func:`parse_docstring` reads the tool's
+description and the description of each parameter from its docstring. :class:`SchemaCheck`
+checks a call's input against a schema with ``jsonschema``, never coercing (a function typed
+``int`` is never handed 2.0), after a compiled yes/no check (``fastjsonschema``) that lets the
+common valid call through in a microsecond or two. :func:`object_problem` says why an input
+is not even a JSON object.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Literal, get_type_hints
+
+import fastjsonschema
+import pydantic
+
+from ._fast_imports import import_jsonschema
+from .text import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, safe_repr
+
+jsonschema = import_jsonschema()
+
+#: A tool function with a parameter of this name receives the call's idempotency key from
+#: the harness; the parameter is not part of the ``input_schema`` the model sees.
+IDEMPOTENCY_PARAM = "idempotency_key"
+
+
+def schema_from_signature(f: Callable[..., Any],
+                          arg_docs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``: every
+    object in it, nested ones included, closed to fields it does not list. Raises
+    ``TypeError`` for a parameter without a type hint."""
+    hints = get_type_hints(f)
+    fields: dict[str, Any] = {}
+    for p in inspect.signature(f).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name == IDEMPOTENCY_PARAM:
+            continue
+        if p.name not in hints:
+            raise TypeError(f"{f.__name__}: parameter {p.name!r} needs a type hint to become "
+                            f"part of the tool's input_schema")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], pydantic.Field(
+            default, description=(arg_docs or {}).get(p.name)))
+    model = pydantic.create_model(f"{f.__name__}_input", **fields)
+    schema = model.model_json_schema()
+    _tidy(schema)
+    schema["additionalProperties"] = False
+    return schema
+
+
+#: Where a JSON Schema holds further schemas: maps of them, lists of them, and single ones.
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def _tidy(node: Any) -> None:
+    """In place, in ``node`` and every schema inside it: drop pydantic's ``title``s (the
+    model reads the names and descriptions), and close each object that lists its
+    ``properties`` (``additionalProperties: false``, unless the schema says otherwise), so a
+    misspelt field of a nested object is an error too rather than passed on unnoticed."""
+    if not isinstance(node, dict):
+        return
+    node.pop("title", None)
+    if node.get("type") == "object" and "properties" in node:
+        node.setdefault("additionalProperties", False)
+    for key in _SCHEMA_MAPS:
+        for sub in (node.get(key) or {}).values():
+            _tidy(sub)
+    for key in _SCHEMA_LISTS:
+        for sub in node.get(key) or ():
+            _tidy(sub)
+    for key in _SCHEMA_ONE:
+        _tidy(node.get(key))
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """A docstring's summary (its text before ``Args:``, on one line) and the description of
+    each parameter listed under ``Args:`` (``name: text`` lines, continued on indented lines)."""
+    head, _, args = doc.partition("\nArgs:\n")
+    arg_docs: dict[str, str] = {}
+    current = None
+    for line in args.splitlines():
+        m = re.match(r"\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+        if m:
+            current = m.group(1)
+            arg_docs[current] = m.group(2).strip()
+        elif current and line.strip():
+            arg_docs[current] += " " + line.strip()
+        elif not line.startswith(" ") and line.strip():
+            break
+    return " ".join(head.split()), arg_docs
+
+
+class SchemaCheck:
+    """A call's input checked against one ``input_schema``.
+
+    ``SchemaCheck(schema)`` raises ``jsonschema.SchemaError`` when ``schema`` is not a valid
+    JSON Schema. :meth:`problems` is ``None`` for valid input, else one message per error.
+    "integer" means a JSON integer only: JSON Schema counts 2.0 as an integer, but a function
+    typed ``int`` must not be handed a float.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        self.schema = schema
+        self.validator = _strict_validator(cls)(schema)
+        self._fast: Callable[[Any], bool] | Literal[False] | None = None
+
+    def problems(self, args: dict[str, Any]) -> list[str] | None:
+        """``None`` when ``args`` is valid, else each error as ``"at 'path': message"``
+        (the message alone for the top level), in the order of their paths."""
+        fast = self._fast
+        if fast is None:  # compiled on first use, once per distinct schema
+            fast = self._fast = _fast_check(json.dumps(self.schema, sort_keys=True))
+        if fast is not False and fast(args):
+            return None  # valid: the fast check accepts only what jsonschema accepts
+        errors = sorted(self.validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        return [f"at '{'/'.join(map(str, e.absolute_path))}': {e.message}"
+                if e.absolute_path else e.message for e in errors]
+
+
+def _is_integer(_checker: Any, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Keywords that mean the same in draft 4 and in later drafts, and that fastjsonschema checks
+#: exactly as jsonschema does. A schema using any other keyword gets no fast path.
+_FAST_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items",
+                            "minimum", "maximum", "minLength", "maxLength", "pattern",
+                            "minItems", "maxItems", "anyOf", "allOf", "not", "enum",
+                            "description", "title", "default", "examples", "format"})
+
+
+def _fast_safe(node: Any) -> bool:
+    if not isinstance(node, dict) or not set(node) <= _FAST_KEYWORDS:
+        return False
+    if "enum" in node and not all(isinstance(v, str) for v in node["enum"]):
+        return False  # Python's True == 1 would let a boolean through an enum of numbers
+    subs = list(node.get("properties", {}).values()) + node.get("anyOf", []) + node.get(
+        "allOf", []) + [node[k] for k in ("items", "not") if k in node]
+    extra = node.get("additionalProperties", False)
+    return (all(_fast_safe(sub) for sub in subs)
+            and (isinstance(extra, bool) or _fast_safe(extra)))
+
+
+@functools.lru_cache(maxsize=256)
+def _fast_check(schema_json: str) -> Callable[[Any], bool] | Literal[False]:
+    """A compiled yes/no check for the schema, or ``False`` when there is none.
+
+    Validating with jsonschema costs tens of µs a call, most of the harness's own work per
+    step; ``fastjsonschema`` compiles a schema to a Python function that checks it in about
+    1–2 µs. It is used only to say "valid", and only for schemas made of
+    :data:`_FAST_KEYWORDS` under draft 4 rules (where "integer" excludes 2.0, as the strict
+    validator here does); formats are ignored by both. Any input it rejects goes to jsonschema,
+    which writes the error messages and has the last word.
+    """
+    schema = json.loads(schema_json)
+    if not _fast_safe(schema):
+        return False
+    try:
+        compiled = fastjsonschema.compile(
+            {**schema, "$schema": "http://json-schema.org/draft-04/schema#"},
+            use_default=False, use_formats=False, detailed_exceptions=False)
+    except fastjsonschema.JsonSchemaDefinitionException:
+        return False
+
+    def check(args: Any) -> bool:
+        try:
+            compiled(args)
+        except fastjsonschema.JsonSchemaValueException:
+            return False
+        return True
+
+    return check
+
+
+@functools.cache
+def _strict_validator(cls: Any) -> Any:
+    """``cls`` with "integer" meaning a JSON integer only: JSON Schema counts 2.0 as an
+    integer, but a function typed ``int`` must not be handed a float."""
+    return jsonschema.validators.extend(
+        cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
+def object_problem(args: Any) -> str:
+    """Why ``args`` is not a usable tool input (a JSON object within the limits of
+    :mod:`primer.loop.text`), as the end of a sentence: "the input ...". For text,
+    the JSON parser's own message and position."""
+    if isinstance(args, str):
+        try:
+            value = parse_json(args)
+        except JSONRefused as e:
+            return (f"arrived as text, not a JSON object, and the text is not usable JSON: "
+                    f"{e.reason} (it began {safe_repr(args, 80)})")
+        if isinstance(value, dict):
+            return "arrived as text holding a JSON object, not as the object itself"
+        return f"arrived as text holding {json_type(value)}, not a JSON object"
+    if type(args) is not dict:
+        return f"must be a JSON object, not {json_type(args)}"
+    problem = json_problem(args, text=True, max_depth=MAX_INPUT_DEPTH)
+    return f"cannot be used: it holds {problem}" if problem else "is a usable JSON object"
+
+
+def json_type(value: Any) -> str:
+    """What kind of JSON value ``value`` is, for messages: "an array", "null", ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
