@@ -26,7 +26,7 @@ unexport PYTHONHOME
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=60 -p no:cacheprovider
 
-.PHONY: venv lab lesson test lint unit nbval notebooks figures bench clean distclean \
+.PHONY: venv lab lesson test lint typecheck unit nbval notebooks figures bench clean distclean \
         test-browser site site-pictures
 
 venv: $(STAMP)
@@ -66,8 +66,14 @@ lesson: venv
 lint: venv
 	$(BIN)/ruff check primer tests scripts conftest.py
 
+# The core with --strict; every other module of primer with mypy's defaults (pyproject.toml).
+typecheck: venv
+	$(BIN)/mypy --strict primer/loop
+	$(BIN)/mypy primer
+
+# The unit tests, spread over the machine's cores (pytest-xdist).
 unit: venv
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n auto tests
 
 nbval: venv
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
@@ -78,6 +84,7 @@ nbval: venv
 
 test: venv
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory typecheck
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory nbval
 	$(MAKE) --no-print-directory site

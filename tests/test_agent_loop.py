@@ -17,21 +17,21 @@ import pytest
 import primer.loop.checks as exits
 import primer.loop.model as llm_module
 import primer.loop.state as state_module
-from primer.loop.checks import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME
 from primer.loop.config import AgentConfig
-from primer.loop.cost import Prices, cost_usd
 from primer.loop.loop import run_agent
 from primer.loop.messages import text_block, tool_use_block
 from primer.loop.model import (
+    Prices,
     Reply,
     ScriptedLLM,
     ScriptExhausted,
     Usage,
+    cost_usd,
     estimate_tokens,
     text_reply,
     tool_reply,
 )
-from primer.loop.state import StopCause
+from primer.loop.state import HANDOFF_TOOL_DEF, HANDOFF_TOOL_NAME, StopCause
 from primer.loop.tools import Tool, ToolError, tool
 
 # ---------------------------------------------------------------- a small world

@@ -12,8 +12,8 @@ import pydantic
 import pytest
 
 from primer.harness.hooks import Hooks
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import tool_use_block
 from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
 from primer.loop.state import StopCause, canonical_call
@@ -41,7 +41,7 @@ def test_a_repaired_id_never_collides_with_an_id_the_model_gave():
     refund, calls = counting_tool()
     reply = Reply([tool_use_block("toolu_fixed_01_2", "refund", {"amount": 10}),
                    tool_use_block(7, "refund", {"amount": 99})], "tool_use")
-    result = run_agent(ScriptedLLM([reply, "done"]), "t", [refund])
+    result = run_production(ScriptedLLM([reply, "done"]), "t", [refund])
     ids = result_ids(result.messages)
     assert len(ids) == len(set(ids)) == 2
     assert sorted(calls) == [10, 99]
@@ -58,7 +58,7 @@ def test_an_id_reused_in_a_later_reply_gets_a_fresh_id_and_its_own_idempotency_k
 
     script = [tool_reply(("refund", {"order": "A"}, "call_1")),
               tool_reply(("refund", {"order": "B"}, "call_1")), "done"]
-    result = run_agent(ScriptedLLM(script), "t", [refund])
+    result = run_production(ScriptedLLM(script), "t", [refund])
     assert result.stop_cause is StopCause.END_TURN
     assert sorted(keys.values()) == ["A", "B"]
 
@@ -67,7 +67,7 @@ def test_a_call_needing_approval_on_the_last_step_stops_at_the_step_limit_and_no
     lookup, looked = counting_tool("lookup")
     wire, wired = counting_tool("wire", needs_approval=True, side_effecting=True)
     llm = ScriptedLLM([tool_reply(("lookup", {"amount": 1}), ("wire", {"amount": 5})), "x"])
-    result = run_agent(llm, "t", [lookup, wire], config=AgentConfig(max_steps=1))
+    result = run_production(llm, "t", [lookup, wire], config=AgentConfig(max_steps=1))
     assert result.stop_cause is StopCause.MAX_STEPS
     assert looked == [] and wired == [] and llm.calls == 1
 
@@ -89,7 +89,7 @@ def test_a_failed_answer_gets_no_corrective_turn_once_the_budget_is_spent():
         n: int
 
     llm = ScriptedLLM(["not json " * 50, '{"n": 1}'])
-    result = run_agent(llm, "t", output_model=Answer, config=AgentConfig(token_budget=200))
+    result = run_production(llm, "t", output_model=Answer, config=AgentConfig(token_budget=200))
     assert result.stop_cause is StopCause.TOKEN_BUDGET
     assert llm.calls == 1 and result.final_text is None
 
@@ -98,8 +98,8 @@ def test_an_answer_with_a_string_where_an_int_belongs_fails_the_output_check():
     class Answer(pydantic.BaseModel):
         n: int
 
-    result = run_agent(ScriptedLLM(['{"n": "1"}']), "t", output_model=Answer,
-                       config=AgentConfig(output_retries=0))
+    result = run_production(ScriptedLLM(['{"n": "1"}']), "t", output_model=Answer,
+                            config=AgentConfig(output_retries=0))
     assert result.stop_cause is StopCause.INVALID_OUTPUT and result.final_text is None
 
 
@@ -111,7 +111,7 @@ def test_a_tool_calling_sys_exit_becomes_an_error_result_and_its_sibling_still_r
 
     other, ran = counting_tool("other")
     llm = ScriptedLLM([tool_reply(("cli", {"arg": "x"}), ("other", {"amount": 3})), "done"])
-    result = run_agent(llm, "t", [cli, other])
+    result = run_production(llm, "t", [cli, other])
     first = result.steps[0].executions[0]
     assert first.is_error and "sys.exit(2)" in first.content
     assert ran == [3] and result.stop_cause is StopCause.END_TURN
@@ -127,7 +127,7 @@ def test_an_exception_whose_str_fails_still_becomes_a_readable_error_result():
         """Fail oddly."""
         raise Weird()
 
-    result = run_agent(ScriptedLLM([tool_reply(("broken", {"x": 1})), "ok"]), "t", [broken])
+    result = run_production(ScriptedLLM([tool_reply(("broken", {"x": 1})), "ok"]), "t", [broken])
     assert result.steps[0].executions[0].is_error
     assert "Weird" in result.steps[0].executions[0].content
 
@@ -144,7 +144,7 @@ def test_a_reply_the_loop_cannot_trust_ends_the_run_with_model_error_and_runs_no
     def model(**_):
         return reply
 
-    result = run_agent(model, "t", [refund])
+    result = run_production(model, "t", [refund])
     assert result.stop_cause is StopCause.MODEL_ERROR
     assert calls == [] and result.final_text is None
     if words:
@@ -160,7 +160,7 @@ def test_a_hook_cannot_turn_a_call_into_one_that_needs_approval():
             return {**call, "name": "wire"}
 
     llm = ScriptedLLM([tool_reply(("lookup", {"amount": 1_000_000})), "done"])
-    result = run_agent(llm, "t", [lookup, wire], hooks=Reroute(name="reroute"))
+    result = run_production(llm, "t", [lookup, wire], hooks=Reroute(name="reroute"))
     assert wired == [] and looked == []
     assert "needs a person's approval" in result.steps[0].executions[0].content
 
@@ -168,7 +168,7 @@ def test_a_hook_cannot_turn_a_call_into_one_that_needs_approval():
 def test_a_users_own_tool_named_handoff_to_human_runs_when_the_builtin_is_not_offered():
     handoff, calls = counting_tool("handoff_to_human")
     llm = ScriptedLLM([tool_reply(("handoff_to_human", {"amount": 42})), "done"])
-    result = run_agent(llm, "t", [handoff], config=AgentConfig(offer_handoff=False))
+    result = run_production(llm, "t", [handoff], config=AgentConfig(offer_handoff=False))
     assert result.stop_cause is StopCause.END_TURN and calls == [42]
 
 
@@ -178,13 +178,13 @@ def test_loop_detection_treats_1_and_1_0_as_the_same_input():
 
 
 def test_before_mode_prices_the_prompt_as_a_cache_write_when_that_costs_more():
-    prompt = run_agent(ScriptedLLM(["hi"]), "t").steps[0].usage.input_tokens
+    prompt = run_production(ScriptedLLM(["hi"]), "t").steps[0].usage.input_tokens
     p = AgentConfig().prices
     plain = (prompt * p.input_per_mtok + p.output_per_mtok) / 1e6      # max_tokens=1 below
     as_write = (prompt * p.input_per_mtok * p.cache_write_multiplier + p.output_per_mtok) / 1e6
     cfg = AgentConfig(budget_check="before", token_budget=None, max_tokens=1,
                       cost_budget_usd=(plain + as_write) / 2)
-    result = run_agent(ScriptedLLM(["hi"]), "t", config=cfg)
+    result = run_production(ScriptedLLM(["hi"]), "t", config=cfg)
     assert result.stop_cause is StopCause.COST_BUDGET and result.steps == []
 
 
@@ -194,8 +194,8 @@ def test_a_summariser_returning_no_usage_is_a_failed_compaction_not_a_crash():
                       summarizer=lambda messages: ("summary", None), token_budget=None)
     llm = ScriptedLLM([tool_reply(("lookup", {"amount": k})) for k in range(3)] + ["done"])
     lookup, _ = counting_tool("lookup")
-    result = run_agent(llm, "t " * 200, [lookup], config=cfg,
-                       on_event=lambda kind, data: events.append(kind))
+    result = run_production(llm, "t " * 200, [lookup], config=cfg,
+                            on_event=lambda kind, data: events.append(kind))
     assert "compaction_failed" in events
     assert isinstance(result.usage, Usage)
 
@@ -219,7 +219,7 @@ def test_a_hook_cannot_reroute_a_call_to_a_gated_tool_on_the_checkpoint_path_eit
             return {**call, "name": "wire"}
 
     llm = ScriptedLLM([tool_reply(("note", {"amount": 1_000_000})), "done"])
-    result = run_agent(llm, "t", [note, wire], hooks=Reroute(name="reroute"),
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    result = run_production(llm, "t", [note, wire], hooks=Reroute(name="reroute"),
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)))
     assert wired == []
     assert "needs a person's approval" in result.steps[0].executions[0].content

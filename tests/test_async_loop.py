@@ -1,4 +1,4 @@
-"""run_agent_async: the same exits in the same order as run_agent, identical results on every
+"""run_agent_async: the same exits in the same order as run_production, identical results on every
 scenario, tool calls of one reply concurrent on asyncio (sync tools on threads), timeouts that
 cancel an async tool, async models, deltas in the event loop's thread, and cancel."""
 
@@ -14,12 +14,12 @@ import pytest
 from primer.harness import async_loop
 from primer.harness.async_loop import run_agent_async
 from primer.harness.durable.resume import resume
-from primer.harness.hooks import Block as HookBlock
+from primer.harness.hooks import Blocked as HookBlock
 from primer.harness.hooks import Hooks
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock, TransientToolError
-from primer.loop import checks as exits
+from primer.harness.streaming import StreamingScriptedLLM
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
@@ -53,7 +53,7 @@ def both(make_llm, task, make_tools, **kwargs):
         events: list = []
         sink = events_sink(events)
         if loop == "sync":
-            result = run_agent(make_llm(), task, make_tools(), on_event=sink, **kwargs)
+            result = run_production(make_llm(), task, make_tools(), on_event=sink, **kwargs)
         else:
             result = asyncio.run(run_agent_async(make_llm(), task, make_tools(), on_event=sink,
                                                  **kwargs))
@@ -73,13 +73,13 @@ def test_both_loops_give_identical_results_and_events_on_every_scenario(name):
     assert comparable(b, eb) == comparable(a, ea)
 
 
-def test_the_async_loop_makes_the_same_declared_checks_not_copies():
-    assert async_loop.BEFORE_CALL is exits.BEFORE_CALL
-    assert async_loop.BEFORE_SEND is exits.BEFORE_SEND
-    assert async_loop.AFTER_REPLY is exits.AFTER_REPLY
-    assert async_loop.validate_output is exits.validate_output
+def test_the_async_loop_drives_the_sync_loops_own_body_not_a_copy():
+    from primer.loop import loop
+
+    assert async_loop.continue_run is loop.continue_run
     source = open(async_loop.__file__).read()
-    assert "def check_" not in source and "Stop(StopCause." not in source
+    for copy in ("first_stop(", "def check_", "Stop(StopCause.", "add_results(", "finish("):
+        assert copy not in source
 
 
 # ---------------------------------------------------------------- every exit, both loops
@@ -148,8 +148,8 @@ def test_every_exit_fires_the_same_way_in_both_loops(cause):
             kwargs["cancel"] = _set(threading.Event() if loop == "sync" else asyncio.Event())
         config = AgentConfig(**settings)
         if loop == "sync":
-            runs.append(run_agent(ScriptedLLM(script), "task", [search, refund], config=config,
-                                  **kwargs))
+            runs.append(run_production(ScriptedLLM(script), "task", [search, refund], config=config,
+                                       **kwargs))
         else:
             runs.append(asyncio.run(run_agent_async(ScriptedLLM(script), "task",
                                                     [search, refund], config=config,
@@ -163,7 +163,7 @@ def test_a_model_error_is_the_same_in_both_loops():
     def broken(**request):
         raise RuntimeError("the model is broken")
 
-    a = run_agent(broken, "task")
+    a = run_production(broken, "task")
     b = asyncio.run(run_agent_async(broken, "task"))
     assert a.stop_cause is b.stop_cause is StopCause.MODEL_ERROR
     assert b.stop_detail == a.stop_detail
@@ -313,7 +313,7 @@ def test_retries_of_a_transient_error_follow_the_same_schedule_in_both_loops():
         config = AgentConfig(clock=clock, sleep=clock.sleep, tool_timeout_s=None)
         llm = ScriptedLLM([tool_reply(("lookup", {"key": "a"})), "ok"])
         if loop == "sync":
-            runs.append((run_agent(llm, "go", flaky_tools(), config=config), clock.slept))
+            runs.append((run_production(llm, "go", flaky_tools(), config=config), clock.slept))
         else:
             runs.append((asyncio.run(run_agent_async(llm, "go", flaky_tools(), config=config)),
                          clock.slept))
@@ -325,8 +325,8 @@ def test_retries_of_a_transient_error_follow_the_same_schedule_in_both_loops():
 def test_the_sync_loop_runs_an_async_tool_to_completion():
     peak, in_flight = [], []
     wait = _async_waiter([0.0, 0.0], peak, in_flight)
-    result = run_agent(ScriptedLLM([tool_reply(("wait", {"k": 0}), ("wait", {"k": 1})), "ok"]),
-                       "go", [wait])
+    result = run_production(ScriptedLLM([tool_reply(("wait", {"k": 0}), ("wait", {"k": 1})), "ok"]),
+                            "go", [wait])
     assert [e.content.split()[:2] for e in result.executions] == [["done", "0"], ["done", "1"]]
     assert not any(e.is_error for e in result.executions)
 
@@ -364,13 +364,13 @@ def test_an_async_model_is_awaited_and_gives_the_same_run_as_its_sync_script():
     script = [tool_reply(("search", {"query": "a"})), "found a"]
     model = AsyncModel(script)
     b = asyncio.run(run_agent_async(model, "go", [search]))
-    a = run_agent(ScriptedLLM(script), "go", [search])
+    a = run_production(ScriptedLLM(script), "go", [search])
     assert model.threads == [threading.main_thread().name] * 2
     assert comparable(b) == comparable(a)
 
 
 def test_the_sync_loop_runs_an_async_model_to_completion():
-    result = run_agent(AsyncModel(["hello"]), "go")
+    result = run_production(AsyncModel(["hello"]), "go")
     assert result.final_text == "hello" and result.stop_cause is StopCause.END_TURN
 
 
@@ -380,7 +380,7 @@ def test_a_sync_models_deltas_reach_on_event_in_the_event_loops_thread_in_order(
     def sink(kind, data):
         seen.append((kind, data.get("text"), threading.current_thread().name))
 
-    llm = ScriptedLLM([text_reply("one two three")], stream=True)
+    llm = StreamingScriptedLLM([text_reply("one two three")])
     asyncio.run(run_agent_async(llm, "go", on_event=sink))
     texts = [t for k, t, _ in seen if k == "text_delta"]
     assert texts == ["one ", "two ", "three"]
@@ -409,7 +409,7 @@ def test_transient_model_errors_are_retried_with_the_same_waits_in_both_loops():
         clock = ManualClock()
         config = AgentConfig(clock=clock, sleep=clock.sleep)
         if loop == "sync":
-            result = run_agent(flaky(), "go", config=config)
+            result = run_production(flaky(), "go", config=config)
         else:
             result = asyncio.run(run_agent_async(flaky(), "go", config=config))
         assert result.final_text == "ok" and len(result.steps[0].model_retries) == 2
@@ -476,7 +476,7 @@ def test_a_trace_of_the_async_loop_holds_the_same_events_as_the_sync_one(tmp_pat
     from primer.harness.tracing.trace import load_trace
 
     script = [tool_reply(("search", {"query": "a"})), "found"]
-    run_agent(ScriptedLLM(script), "go", [search], trace=tmp_path / "sync.jsonl")
+    run_production(ScriptedLLM(script), "go", [search], trace=tmp_path / "sync.jsonl")
     asyncio.run(run_agent_async(ScriptedLLM(script), "go", [search],
                                 trace=tmp_path / "async.jsonl"))
     a, b = load_trace(tmp_path / "sync.jsonl"), load_trace(tmp_path / "async.jsonl")
@@ -488,7 +488,7 @@ def test_a_reply_without_usage_is_refused_the_same_way():
     def no_usage(**request):
         return Reply([{"type": "text", "text": "hi"}], "end_turn", None)
 
-    a = run_agent(no_usage, "go")
+    a = run_production(no_usage, "go")
     b = asyncio.run(run_agent_async(no_usage, "go"))
     assert a.stop_cause is b.stop_cause is StopCause.MODEL_ERROR
     assert b.stop_detail == a.stop_detail and b.usage == a.usage == Usage()
@@ -498,9 +498,9 @@ def test_the_sync_loop_inside_a_running_event_loop_still_runs_an_async_tool():
     peak, in_flight = [], []
     wait = _async_waiter([0.0], peak, in_flight)
 
-    async def notebook_cell():  # a kernel's thread runs an event loop; run_agent is sync
-        return run_agent(ScriptedLLM([tool_reply(("wait", {"k": 0})), "ok"]), "go", [wait],
-                         config=AgentConfig(tool_timeout_s=None))
+    async def notebook_cell():  # a kernel's thread runs an event loop; run_production is sync
+        return run_production(ScriptedLLM([tool_reply(("wait", {"k": 0})), "ok"]), "go", [wait],
+                              config=AgentConfig(tool_timeout_s=None))
 
     result = asyncio.run(notebook_cell())
     assert result.executions[0].content.startswith("done 0") and result.final_text == "ok"
@@ -514,7 +514,7 @@ def test_a_timeout_error_the_tool_raises_itself_is_its_own_timeout_not_the_time_
 
     script = [tool_reply(("upstream", {})), "ok"]
     by_async = asyncio.run(run_agent_async(ScriptedLLM(script), "go", [upstream]))
-    by_sync = run_agent(ScriptedLLM(script), "go", [upstream])
+    by_sync = run_production(ScriptedLLM(script), "go", [upstream])
     e = by_async.executions[0]
     assert e.error_kind == "timeout" and "TimeoutError: the upstream service" in e.content
     assert "outcome is unknown" in e.content and "after 5 s" not in e.content

@@ -7,15 +7,9 @@ import threading
 
 import pytest
 
-from primer.loop.text import (
-    MAX_DEPTH,
-    JSONRefused,
-    UnreadableFile,
-    json_problem,
-    parse_json,
-    read_bounded,
-    valid_text,
-)
+from primer.harness.files import UnreadableFile, read_bounded
+from primer.loop.messages import valid_text
+from primer.loop.text import MAX_DEPTH, JSONRefused, json_problem, parse_json
 
 
 def test_a_regular_file_and_a_symlink_to_one_are_read(tmp_path):
@@ -115,7 +109,7 @@ def test_valid_text_joins_a_written_out_pair_and_replaces_a_lone_surrogate():
 
 
 def test_check_writable_takes_a_regular_file_or_nothing(tmp_path):
-    from primer.loop.text import check_writable
+    from primer.harness.files import check_writable
 
     (tmp_path / "a").write_text("x")
     os.symlink(tmp_path / "a", tmp_path / "link")
@@ -125,7 +119,7 @@ def test_check_writable_takes_a_regular_file_or_nothing(tmp_path):
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "dangling link", "device"])
 def test_check_writable_refuses_what_would_block_or_write_elsewhere(tmp_path, kind):
-    from primer.loop.text import check_writable
+    from primer.harness.files import check_writable
 
     path = tmp_path / "out"
     if kind == "fifo":

@@ -7,9 +7,9 @@ import threading
 
 from primer.harness.durable.checkpoint import list_checkpoints, read_checkpoint
 from primer.harness.durable.resume import resume
+from primer.harness.production import run_production
 from primer.loop import checks as exits
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import tool_use_block
 from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
 from primer.loop.state import StopCause
@@ -45,7 +45,7 @@ def test_a_cancel_set_before_the_run_stops_it_before_any_model_call():
     cancel = threading.Event()
     cancel.set()
     llm = ScriptedLLM(["never"])
-    result = run_agent(llm, "task", cancel=cancel)
+    result = run_production(llm, "task", cancel=cancel)
     assert result.stop_cause is StopCause.CANCELLED and llm.calls == 0
     assert result.final_text is None and result.summary.startswith("Cancelled: ")
     assert "before model call 1" in result.stop_detail
@@ -56,8 +56,8 @@ def test_a_cancel_between_tool_calls_keeps_the_finished_result_and_answers_the_r
     reply = tool_reply(("lookup", {"key": "a"}), ("lookup", {"key": "b"}),
                        ("lookup", {"key": "c"}))
     llm = ScriptedLLM([reply, "never asked"])
-    result = run_agent(llm, "task", [_lookups(cancel, ran)], cancel=cancel,
-                       config=AgentConfig(max_parallel_tools=1, no_progress_window=1))
+    result = run_production(llm, "task", [_lookups(cancel, ran)], cancel=cancel,
+                            config=AgentConfig(max_parallel_tools=1, no_progress_window=1))
     assert ran == ["a"] and llm.calls == 1
     assert result.stop_cause is StopCause.CANCELLED  # not no_progress: not_run is no error
     kinds = [e.error_kind for e in result.executions]
@@ -77,7 +77,7 @@ def test_a_cancel_during_the_model_call_runs_none_of_its_calls():
         return Reply([tool_use_block("call_1", "lookup", {"key": "a"})], "tool_use",
                      Usage(10, 5))
 
-    result = run_agent(model, "task", [_lookups(threading.Event(), ran)], cancel=cancel)
+    result = run_production(model, "task", [_lookups(threading.Event(), ran)], cancel=cancel)
     assert ran == [] and result.stop_cause is StopCause.CANCELLED
     assert [e.error_kind for e in result.executions] == ["not_run"]
     asked, answered = _answered(result.messages)
@@ -89,8 +89,8 @@ def test_a_cancelled_run_is_recorded_and_resume_continues_it(tmp_path):
     lookup = _lookups(cancel, ran)
     script = [tool_reply(("lookup", {"key": "a"})), tool_reply(("lookup", {"key": "b"})),
               text_reply("a and b found")]
-    first = run_agent(ScriptedLLM(script), "find a and b", [lookup], cancel=cancel,
-                      config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    first = run_production(ScriptedLLM(script), "find a and b", [lookup], cancel=cancel,
+                           config=AgentConfig(checkpoint_dir=str(tmp_path)))
     assert first.stop_cause is StopCause.CANCELLED and first.checkpoint is not None
     assert read_checkpoint(first.checkpoint)["status"] == "cancelled"
     [info] = list_checkpoints(tmp_path)

@@ -25,8 +25,8 @@ from primer.harness.durable.checkpoint import (
 )
 from primer.harness.durable.journal import checkpoint_key, signed_lines
 from primer.harness.durable.keystore import forget_anchor
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import text_block, tool_use_block
 from primer.loop.model import Reply, ScriptedLLM
 from primer.loop.state import StopCause
@@ -95,7 +95,7 @@ def payer(messages: list[dict]) -> Reply:
 
 def start(world: World, tmp_path: Path, **config):
     cfg = AgentConfig(checkpoint_dir=str(tmp_path), **config)
-    return run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools, config=cfg)
+    return run_production(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools, config=cfg)
 
 
 def test_a_gated_tool_never_runs_when_requested_and_the_run_pauses_with_a_checkpoint(tmp_path):
@@ -134,7 +134,7 @@ def test_without_a_checkpoint_dir_a_pause_keeps_pending_runs_nothing_and_writes_
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     world = World()
-    result = run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools)
+    result = run_production(ScriptedLLM(payer), "Pay ACME 70 USD.", world.tools)
     assert result.stop_cause is StopCause.AWAITING_APPROVAL
     assert [b["id"] for b in result.pending] == ["toolu_bal", "toolu_pay"]
     assert result.checkpoint is None and not world.calls and not list(tmp_path.iterdir())
@@ -281,7 +281,7 @@ def test_a_started_side_effect_without_an_idempotency_key_is_not_rerun_blind(tmp
     script = [Reply([tool_use_block("toolu_n", "notify", {"text": "hi"})], "tool_use"),
               Reply([text_block("ok")], "end_turn")]
     cfg = AgentConfig(checkpoint_dir=str(tmp_path))
-    done = run_agent(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
+    done = run_production(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
     assert world.calls["notify"] == 1
     crash_after(done.checkpoint, lambda r: r["type"] == "started")
     result = resume(done.checkpoint, ScriptedLLM(script[1:]), world.tools)
@@ -304,7 +304,7 @@ def test_every_reply_with_a_side_effect_is_checkpointed_around_the_call(tmp_path
     script = [Reply([tool_use_block("toolu_n", "notify", {"text": "hi"})], "tool_use"),
               Reply([text_block("ok")], "end_turn")]
     cfg = AgentConfig(checkpoint_dir=str(tmp_path))
-    result = run_agent(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
+    result = run_production(ScriptedLLM(script), "Notify.", world.tools, config=cfg)
     assert states == [[("notify", "started")]]
     assert read_checkpoint(result.checkpoint)["status"] == "finished"
 
@@ -358,7 +358,7 @@ def test_a_process_killed_during_its_first_write_leaves_nothing_to_block_a_resum
             os.write(fd, data[: len(data) // 2])
             os._exit(9)
 
-        recorder.write_all = write_half
+        recorder.append_bytes = write_half
         start(World(), tmp_path)
         os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -549,9 +549,9 @@ def test_before_tool_hooks_also_guard_the_calls_a_resume_runs(tmp_path):
 def test_calls_run_at_a_pause_and_at_resume_reach_the_trace_once_each(tmp_path):
     events: list[tuple[str, dict]] = []
     w = World()
-    paused = run_agent(ScriptedLLM(payer), "pay ACME", w.tools,
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)),
-                       on_event=lambda kind, data: events.append((kind, data)))
+    paused = run_production(ScriptedLLM(payer), "pay ACME", w.tools,
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)),
+                            on_event=lambda kind, data: events.append((kind, data)))
     ran = [d["name"] for k, d in events if k == "tool_execution"]
     assert ran == ["balance"]  # it ran at the pause, before any decision
     approve(paused.checkpoint, "toolu_pay", note="invoice 7 checked")
@@ -567,8 +567,8 @@ def test_calls_run_at_a_pause_and_at_resume_reach_the_trace_once_each(tmp_path):
 
 def test_the_table_of_a_paused_run_shows_the_calls_awaiting_approval(tmp_path):
     for checkpoint_dir in (None, str(tmp_path)):
-        paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
-                           config=AgentConfig(checkpoint_dir=checkpoint_dir))
+        paused = run_production(ScriptedLLM(payer), "pay ACME", World().tools,
+                                config=AgentConfig(checkpoint_dir=checkpoint_dir))
         row = paused.rows()[-1]
         assert "[awaiting approval] pay(" in row["tool calls"]
         assert "balance(" in row["tool calls"]
@@ -577,20 +577,20 @@ def test_the_table_of_a_paused_run_shows_the_calls_awaiting_approval(tmp_path):
 
 
 def test_a_checkpoint_records_the_scenario_it_was_given_and_resume_keeps_it(tmp_path):
-    paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)), scenario="payments")
+    paused = run_production(ScriptedLLM(payer), "pay ACME", World().tools,
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)), scenario="payments")
     assert read_checkpoint(paused.checkpoint)["scenario"] == "payments"
     approve(paused.checkpoint, "toolu_pay")
     resume(paused.checkpoint, ScriptedLLM(payer), World().tools)
     assert read_checkpoint(paused.checkpoint)["scenario"] == "payments"
-    bare = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
-                     config=AgentConfig(checkpoint_dir=str(tmp_path / "b")))
+    bare = run_production(ScriptedLLM(payer), "pay ACME", World().tools,
+                          config=AgentConfig(checkpoint_dir=str(tmp_path / "b")))
     assert "scenario" not in read_checkpoint(bare.checkpoint)  # optional: older files lack it
 
 
 def test_listing_one_checkpoint_file_shows_that_file_and_its_calls(tmp_path):
-    paused = run_agent(ScriptedLLM(payer), "pay ACME", World().tools,
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    paused = run_production(ScriptedLLM(payer), "pay ACME", World().tools,
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)))
     [info] = list_checkpoints(paused.checkpoint)
     assert info.status == "awaiting_approval"
     assert [c["tool_use_id"] for c in info.calls] == ["toolu_pay"]
@@ -624,8 +624,8 @@ def test_an_approved_call_that_hangs_on_resume_is_answered_and_the_run_finishes(
 
     world = World()
     tools = [pay, *world.tools[1:]]
-    paused = run_agent(ScriptedLLM(payer), "Pay ACME 70 USD.", tools,
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    paused = run_production(ScriptedLLM(payer), "Pay ACME 70 USD.", tools,
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)))
     approve(paused.checkpoint, "toolu_pay")
     result = resume(paused.checkpoint, ScriptedLLM(payer), tools)
     release.set()

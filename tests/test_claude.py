@@ -10,9 +10,8 @@ import anthropic
 import pytest
 from anthropic.types import StopReason
 
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.cost import cost_usd
-from primer.loop.loop import run_agent
 from primer.loop.model import (
     STOP_REASONS,
     PermanentModelError,
@@ -20,6 +19,7 @@ from primer.loop.model import (
     Reply,
     ScriptedLLM,
     TransientModelError,
+    cost_usd,
     text_reply,
     tool_reply,
 )
@@ -92,7 +92,7 @@ def test_a_run_answers_every_tool_use_with_one_tool_result_in_one_user_message()
                          ("lookup", {"city": "Lima"})),
               text_reply("all sunny")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(claude(srv), "weather in three cities?", [lookup])
+        result = run_production(claude(srv), "weather in three cities?", [lookup])
         second = srv.requests[1].body["messages"]
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "all sunny"
     asked = [b["id"] for b in second[1]["content"] if b["type"] == "tool_use"]
@@ -106,7 +106,7 @@ def test_a_run_answers_every_tool_use_with_one_tool_result_in_one_user_message()
 def test_a_cut_off_reply_never_runs_its_tool_call():
     cut = tool_reply(("lookup", {"city": "Par"}), stop_reason="max_tokens")
     with FakeModelServer(ScriptedLLM([cut])) as srv:
-        result = run_agent(claude(srv), "weather?", [lookup])
+        result = run_production(claude(srv), "weather?", [lookup])
         sent = len(srv.model_requests)
     assert result.stop_cause is StopCause.MAX_TOKENS
     assert calls == [] and sent == 1
@@ -115,14 +115,14 @@ def test_a_cut_off_reply_never_runs_its_tool_call():
 
 def test_a_refusal_stops_the_run_and_its_text_is_not_taken_as_an_answer():
     with FakeModelServer(ScriptedLLM([text_reply("I can't help", stop_reason="refusal")])) as srv:
-        result = run_agent(claude(srv), "something bad", [lookup])
+        result = run_production(claude(srv), "something bad", [lookup])
     assert result.stop_cause is StopCause.REFUSAL and result.final_text is None
 
 
 def test_pause_turn_continues_by_sending_the_paused_reply_back():
     script = [text_reply("searching...", stop_reason="pause_turn"), text_reply("found it")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(claude(srv), "search", [lookup])
+        result = run_production(claude(srv), "search", [lookup])
         resumed = srv.requests[1].body["messages"]
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "found it"
     assert resumed[-1]["role"] == "assistant"
@@ -132,7 +132,7 @@ def test_pause_turn_continues_by_sending_the_paused_reply_back():
 def test_model_context_window_exceeded_stops_on_the_context_window():
     script = [text_reply("", stop_reason="model_context_window_exceeded")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(claude(srv), "long", [lookup])
+        result = run_production(claude(srv), "long", [lookup])
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
 
 
@@ -147,7 +147,7 @@ def test_a_prompt_too_long_400_is_a_request_too_large_not_a_cut_off_reply():
 def test_a_prompt_too_long_400_stops_the_run_on_the_context_window_with_no_step():
     with FakeModelServer(ScriptedLLM([])) as srv:
         srv.fail_next(400, message="prompt is too long: 210000 tokens > 200000 maximum")
-        result = run_agent(claude(srv), "long", [lookup])
+        result = run_production(claude(srv), "long", [lookup])
     assert result.stop_cause is StopCause.CONTEXT_WINDOW
     assert result.steps == []  # no reply was made: the request was refused
     assert "refused model call 1" in result.stop_detail
@@ -157,7 +157,7 @@ def test_a_prompt_too_long_400_stops_the_run_on_the_context_window_with_no_step(
 def test_an_unknown_stop_reason_stops_the_run_with_model_error_as_the_docstring_says():
     script = [tool_reply(("lookup", {"city": "Paris"}), stop_reason="some_new_reason")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(claude(srv), "weather?", [lookup])
+        result = run_production(claude(srv), "weather?", [lookup])
     assert result.stop_cause is StopCause.MODEL_ERROR
     assert "unknown stop_reason 'some_new_reason'" in result.stop_detail
     assert calls == []  # its tool call did not run
@@ -167,8 +167,8 @@ def test_an_unknown_stop_reason_stops_the_run_with_model_error_as_the_docstring_
 def test_usage_counts_cache_writes_and_reads_and_the_dollars_include_them():
     script = [tool_reply(("lookup", {"city": "Paris"})), text_reply("sunny")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(claude(srv, cache_prefix=True), "weather?", [lookup],
-                           system="You answer weather questions. " * 10)
+        result = run_production(claude(srv, cache_prefix=True), "weather?", [lookup],
+                                system="You answer weather questions. " * 10)
         first = srv.requests[0].body
     u1, u2 = result.steps[0].usage, result.steps[1].usage
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -197,7 +197,7 @@ def test_the_loop_retries_429_and_529_through_the_real_client(status):
     with FakeModelServer(ScriptedLLM([text_reply("made it")])) as srv:
         srv.fail_next(status, times=2, retry_after_s=0.01)
         config = AgentConfig(model_retries=2, sleep=waits.append)
-        result = run_agent(claude(srv), "hello", [lookup], config=config)
+        result = run_production(claude(srv), "hello", [lookup], config=config)
         sent = len(srv.model_requests)
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "made it"
     assert sent == 3 and len(waits) == 2
@@ -219,7 +219,7 @@ def test_a_bad_request_is_permanent_and_the_run_stops_with_model_error():
         with pytest.raises(PermanentModelError, match="input_schema"):
             claude(srv)(system="", messages=USER, tools=[], max_tokens=10)
         srv.fail_next(401, message="invalid x-api-key")
-        result = run_agent(claude(srv), "hello", [lookup], config=AgentConfig(model_retries=0))
+        result = run_production(claude(srv), "hello", [lookup], config=AgentConfig(model_retries=0))
     assert result.stop_cause is StopCause.MODEL_ERROR
     assert API_KEY_ENV_VAR in result.summary
 
@@ -227,8 +227,8 @@ def test_a_bad_request_is_permanent_and_the_run_stops_with_model_error():
 def test_the_exact_budget_check_asks_count_tokens_before_each_call():
     config = AgentConfig(budget_check="before", token_budget=60, max_tokens=10)
     with FakeModelServer(ScriptedLLM([text_reply("too big to send")])) as srv:
-        result = run_agent(claude(srv, exact_count=True), "hello " * 50, [lookup],
-                           config=config)
+        result = run_production(claude(srv, exact_count=True), "hello " * 50, [lookup],
+                                config=config)
         paths = [r.path for r in srv.requests]
     assert paths == ["/v1/messages/count_tokens"]
     assert result.stop_cause is StopCause.TOKEN_BUDGET
@@ -258,8 +258,8 @@ def test_the_api_key_never_reaches_traces_results_logs_or_reprs(tmp_path, caplog
     with FakeModelServer(ScriptedLLM(script)) as srv:
         srv.fail_next(429, retry_after_s=0.001)
         llm = claude(srv)
-        result = run_agent(llm, "weather?", [lookup], trace=trace,
-                           config=AgentConfig(model_retries=1, sleep=lambda s: None))
+        result = run_production(llm, "weather?", [lookup], trace=trace,
+                                config=AgentConfig(model_retries=1, sleep=lambda s: None))
         recorded = repr(srv.requests)
     assert result.stop_cause is StopCause.END_TURN
     places = {"trace": trace.read_text(), "result": json.dumps(result.to_dict()),
@@ -403,8 +403,8 @@ def test_a_connection_error_is_transient_as_the_sdk_treats_it():
 
 def test_a_cache_ttl_of_one_hour_is_sent_on_the_cache_marks():
     with FakeModelServer(ScriptedLLM(["hi"])) as srv:
-        run_agent(claude(srv, cache_prefix=True, cache_ttl="1h"), "hello", [lookup],
-                  system="You answer.")
+        run_production(claude(srv, cache_prefix=True, cache_ttl="1h"), "hello", [lookup],
+                       system="You answer.")
         body = srv.requests[0].body
     assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}

@@ -10,9 +10,10 @@ import pytest
 
 from primer.harness.async_loop import run_agent_async
 from primer.harness.fallback import FallbackLLM
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock
+from primer.harness.streaming import StreamingScriptedLLM
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import PermanentModelError, ScriptedLLM, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
@@ -67,8 +68,8 @@ def run(llm, events=None, **config):
     """One run of the order task; ``max_tokens`` 2,048 by default (above the thinking
     budget, as the API requires)."""
     sink = (lambda k, d: events.append((k, d))) if events is not None else None
-    return run_agent(llm, "What does order A123 cost with GST?", [get_order], on_event=sink,
-                     config=AgentConfig(**{"max_tokens": 2048, **config}))
+    return run_production(llm, "What does order A123 cost with GST?", [get_order], on_event=sink,
+                          config=AgentConfig(**{"max_tokens": 2048, **config}))
 
 
 # ---------------------------------------------------------------- streaming
@@ -90,7 +91,7 @@ def test_a_streamed_run_ends_up_identical_to_the_unstreamed_one():
 
 def test_the_sdk_stream_gives_the_same_deltas_as_the_offline_scripted_stream():
     offline = []
-    run(ScriptedLLM(script(), stream=True), offline)
+    run(StreamingScriptedLLM(script()), offline)
     online = []
     with FakeModelServer(ScriptedLLM(script())) as srv:
         run(claude(srv, stream=True), online)

@@ -90,12 +90,12 @@ def test_resume_with_the_wrong_scenario_suggests_the_recorded_one(paused, capsys
 
 
 def test_resume_of_a_checkpoint_without_a_scenario_asks_for_one(tmp_path, capsys):
+    from primer.harness.production import run_production
     from primer.loop.config import AgentConfig
-    from primer.loop.loop import run_agent
 
     demo = get_demo("refund")
-    paused = run_agent(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
-                       config=AgentConfig(checkpoint_dir=str(tmp_path / "bare")))
+    paused = run_production(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
+                            config=AgentConfig(checkpoint_dir=str(tmp_path / "bare")))
     assert main(["resume", paused.checkpoint]) == 2
     assert "pass --scenario NAME" in capsys.readouterr().err
 

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from primer.harness.hooks import trim_text, trim_tool_results
+from primer.harness.production import run_production
+from primer.harness.summaries import LLMSummarizer, extractive_summary
 from primer.loop.config import AgentConfig
-from primer.loop.context import (
-    SUMMARY_HEADER,
-    LLMSummarizer,
-    compact_messages,
-    compaction_cut,
-    extractive_summary,
-    prompt_tokens,
-    reported_prompt,
-    trim_text,
-    trim_tool_results,
+from primer.loop.loop import SUMMARY_HEADER, compact_messages, compaction_cut, run_agent
+from primer.loop.messages import (
+    assistant_message,
+    tool_result_block,
+    unanswered_tool_uses,
+    user_message,
 )
-from primer.loop.history import unanswered_tool_uses
-from primer.loop.loop import run_agent
-from primer.loop.messages import assistant_message, tool_result_block, user_message
 from primer.loop.model import ScriptedLLM, Usage, estimate_tokens, tool_reply
-from primer.loop.state import StopCause
+from primer.loop.state import StopCause, prompt_tokens
 from primer.loop.tools import tool
 from primer.scenarios.dense_tokens import DenseTokens
 
@@ -182,8 +178,8 @@ def test_trimming_cuts_long_results_and_says_so():
     assert trim_text("short", 10) == "short"
     cut = trim_text("y" * 4000, 100)
     assert cut.startswith("y" * 400) and "trimmed" in cut and "1,000" in cut
-    result = run_agent(reader(1), "t", [read_page], hooks=trim_tool_results(50),
-                       config=AgentConfig(offer_handoff=False))
+    result = run_production(reader(1), "t", [read_page], hooks=trim_tool_results(50),
+                            config=AgentConfig(offer_handoff=False))
     assert estimate_tokens(result.executions[0].content) < 70
     with pytest.raises(ValueError):
         trim_tool_results(0)
@@ -236,17 +232,14 @@ def test_compaction_starts_on_the_reported_prompt_where_the_estimate_is_still_un
 
 
 def test_prompt_tokens_is_the_estimate_before_the_first_call_and_the_count_after():
-    from primer.loop.state import RunState
-    from primer.loop.tools import ToolRegistry
+    from primer.loop.loop import start_run
 
-    state = RunState(config=AgentConfig(), system="", messages=[], registry=ToolRegistry([]),
-                     tool_defs=[])
-    state.append(user_message("hello there"))
+    state = start_run(ScriptedLLM([]), "hello there")
     assert prompt_tokens(state) == state.prompt_estimate
     result = run_agent(DenseTokens(ScriptedLLM(["hi"]), 2.0), "hello there")
     step = result.steps[0]
-    assert reported_prompt(step.usage) == 2 * step.prompt_estimate
-    assert reported_prompt(Usage(10, 5, 20, 30)) == 60  # input + cache writes + cache reads
+    assert step.usage.prompt_tokens == 2 * step.prompt_estimate
+    assert Usage(10, 5, 20, 30).prompt_tokens == 60  # input + cache writes + cache reads
 
 
 def _conversation(question_calls: int):

@@ -8,26 +8,26 @@ from __future__ import annotations
 
 import pytest
 
-from primer.loop.cost import (
+from primer.course.estimates import (
     MULTI_AGENT_TOKEN_MULTIPLIER,
-    Prices,
     Savings,
-    cached_history_usages,
-    call_input_tokens,
     context_budget,
-    cost_usd,
-    cumulative_input_tokens,
     daily_cost_usd,
     end_to_end_success,
     multi_agent_cost_usd,
-    per_call_input_tokens,
     per_step_success_needed,
-    run_cost_usd,
-    run_usages,
     steps_to_fill,
     trim_savings,
 )
-from primer.loop.model import Usage
+from primer.loop.cost import (
+    cached_history_usages,
+    call_input_tokens,
+    cumulative_input_tokens,
+    per_call_input_tokens,
+    run_cost_usd,
+    run_usages,
+)
+from primer.loop.model import Prices, Usage, cost_usd
 
 SONNET = Prices(3.0, 15.0)
 

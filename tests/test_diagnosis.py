@@ -251,14 +251,14 @@ def test_to_dict_is_json_with_one_entry_per_finding():
 def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cross_it(tmp_path):
     """budget_check="before": the first call whose worst case (total so far + its prompt
     estimate + max_tokens of output) passes the budget is never made."""
+    from primer.harness.production import run_production
     from primer.loop.config import AgentConfig
-    from primer.loop.loop import run_agent
     from primer.scenarios import burner
 
     path = tmp_path / "before.jsonl"
-    run_agent(burner.make_llm(), burner.TASK, burner.make_tools(), system=burner.SYSTEM,
-              config=AgentConfig(max_steps=30, token_budget=None, budget_check="before"),
-              trace=path)
+    run_production(burner.make_llm(), burner.TASK, burner.make_tools(), system=burner.SYSTEM,
+                   config=AgentConfig(max_steps=30, token_budget=None, budget_check="before"),
+                   trace=path)
     trace = load_trace(path)
     spent, first_refused = 0, None
     for s in trace.steps():
@@ -274,7 +274,7 @@ def test_a_budget_checked_before_each_call_stops_before_the_call_that_could_cros
 def test_a_run_its_caller_cancelled_is_not_a_failure(tmp_path):
     import threading
 
-    from primer.loop.loop import run_agent
+    from primer.harness.production import run_production
     from primer.scenarios import get_demo
 
     demo, cancel = get_demo("orders"), threading.Event()
@@ -287,8 +287,8 @@ def test_a_run_its_caller_cancelled_is_not_a_failure(tmp_path):
         return inner(**kw)
 
     path = tmp_path / "cancelled.jsonl"
-    result = run_agent(llm, demo.task, demo.make_tools(), system=demo.system,
-                       config=demo.config, trace=path, cancel=cancel)
+    result = run_production(llm, demo.task, demo.make_tools(), system=demo.system,
+                            config=demo.config, trace=path, cancel=cancel)
     assert result.stop_cause is StopCause.CANCELLED
     d = diagnose(path)
     assert d.findings == [] and d.verdict.startswith("cancelled by its caller")

@@ -11,8 +11,8 @@ import pytest
 from primer.harness.evals.results import EvalRow, EvalSummary
 from primer.harness.evals.run import EvalTask, path_matches, percentile, run_evals, task_from_trace
 from primer.harness.evals.scorers import AnswerContains, StopCauseIs
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.tools import tool
 from primer.scenarios.relay import SkilledModel, final_code, make_tools, relay_llm, relay_task
@@ -142,7 +142,7 @@ def test_a_perfect_relay_model_always_succeeds_and_a_hopeless_one_never_does():
 def test_relay_success_means_every_step_was_right():
     task = relay_task(3, 6, p=0.7)
     model = SkilledModel(0.7)
-    result = run_agent(model(task), task.input, make_tools(), config=AgentConfig(
+    result = run_production(model(task), task.input, make_tools(), config=AgentConfig(
         max_steps=7, token_budget=None))
     calls = [(e.name, e.input["code"]) for e in result.executions]
     code, right = "R00003", True
@@ -162,8 +162,8 @@ def test_measured_relay_success_over_many_tasks_is_close_to_p_to_the_n():
 
 def test_a_failed_runs_trace_becomes_a_task_with_its_input_system_and_limits(tmp_path):
     path = tmp_path / "fail.jsonl"
-    run_agent(ScriptedLLM([tool_reply(("lookup", {"key": "a"})), "no idea"]), "what is a?",
-              [lookup], system="be brief", config=AgentConfig(max_steps=3), trace=path)
+    run_production(ScriptedLLM([tool_reply(("lookup", {"key": "a"})), "no idea"]), "what is a?",
+                   [lookup], system="be brief", config=AgentConfig(max_steps=3), trace=path)
     task = task_from_trace(path, AnswerContains("value of a"), expected_path=["lookup"])
     assert (task.name, task.input, task.system) == ("from-fail", "what is a?", "be brief")
     assert task.limits["max_steps"] == 3

@@ -7,11 +7,18 @@ import pytest
 
 from primer.harness.async_loop import run_agent_async
 from primer.harness.fallback import FallbackLLM, usage_by_model
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock
+from primer.harness.streaming import StreamingScriptedLLM
 from primer.loop.config import AgentConfig
-from primer.loop.cost import Prices, cost_usd
-from primer.loop.loop import run_agent
-from primer.loop.model import PermanentModelError, ScriptedLLM, TransientModelError, tool_reply
+from primer.loop.model import (
+    PermanentModelError,
+    Prices,
+    ScriptedLLM,
+    TransientModelError,
+    cost_usd,
+    tool_reply,
+)
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
 
@@ -54,7 +61,7 @@ def test_an_overloaded_primary_falls_back_after_its_own_retries():
     primary = Flaky(ScriptedLLM(look_up_then_answer, model="big"), [overloaded()] * 2, "big")
     secondary = ScriptedLLM(look_up_then_answer, model="small")
     llm = FallbackLLM([primary, secondary], retries=1, sleep=clock.sleep)
-    result = run_agent(llm, "task", [lookup])
+    result = run_production(llm, "task", [lookup])
     assert result.stop_cause is StopCause.END_TURN
     assert primary.calls == 3  # two failures (one retry), then it answers call 2
     assert [s.reply.model for s in result.steps] == ["small", "big"]
@@ -90,7 +97,7 @@ def test_when_every_model_fails_the_run_stops_with_a_model_error_naming_the_over
     clock = ManualClock()
     models = [Flaky(None, [overloaded()] * 9, name) for name in ("a", "b")]
     config = AgentConfig(model_retries=1, clock=clock, sleep=clock.sleep)
-    result = run_agent(FallbackLLM(models, retries=0), "task", config=config)
+    result = run_production(FallbackLLM(models, retries=0), "task", config=config)
     assert result.stop_cause is StopCause.MODEL_ERROR and "529" in result.stop_detail
     assert [m.calls for m in models] == [2, 2]  # the chain, then the loop's one retry of it
 
@@ -100,7 +107,7 @@ def test_each_model_is_priced_at_its_own_prices():
     llm = FallbackLLM([primary, ScriptedLLM(look_up_then_answer, model="small")], retries=0)
     prices = {"big": Prices(15.0, 75.0), "small": Prices(1.0, 5.0)}
     config = AgentConfig(model_prices=prices)
-    result = run_agent(llm, "task", [lookup], config=config)
+    result = run_production(llm, "task", [lookup], config=config)
     by_model = usage_by_model(result.steps, config)
     assert list(by_model) == ["small", "big"]
     for name, spend in by_model.items():
@@ -122,11 +129,11 @@ def test_model_prices_travel_with_the_config_and_bad_ones_are_named():
 
 def test_a_streaming_fallback_passes_the_deltas_on_and_says_when_it_switched():
     seen = []
-    primary = Flaky(ScriptedLLM(["never"], model="big", stream=True), [overloaded()], "big")
+    primary = Flaky(StreamingScriptedLLM(["never"], model="big"), [overloaded()], "big")
     primary.stream = True
-    llm = FallbackLLM([primary, ScriptedLLM(["All good."], model="small", stream=True)],
+    llm = FallbackLLM([primary, StreamingScriptedLLM(["All good."], model="small")],
                       retries=0)
-    result = run_agent(llm, "task", on_event=lambda kind, data: seen.append((kind, data)))
+    result = run_production(llm, "task", on_event=lambda kind, data: seen.append((kind, data)))
     assert result.final_text == "All good."
     kinds = [k for k, _ in seen]
     assert kinds.index("model_fallback") < kinds.index("text_delta")

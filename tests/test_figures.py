@@ -41,7 +41,7 @@ def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progre
     assert plain == [f.__name__ for f in (*exits.BEFORE_CALL, *exits.BEFORE_SEND,
                                           *exits.AFTER_REPLY, *exits.AFTER_TOOLS)]
     assert plain[0] == "check_step_limit" and plain[-1] == "check_no_progress"
-    after_reply = ["check_stop_reason", "validate_output", "check_budgets", "check_handoff",
+    after_reply = ["check_stop_reason", "check_output", "check_budgets", "check_handoff",
                    "check_repeats", "check_step_limit", "check_approval"]
     assert [c.name for c in checks if c.phase == figures.PHASES[1]] == after_reply
     phases = {c.name: c.phase for c in checks}
@@ -51,12 +51,12 @@ def test_check_order_is_the_order_the_loop_runs_from_the_step_limit_to_no_progre
 
 
 def test_the_output_check_sits_on_the_end_turn_branch_right_after_the_stop_reason():
-    # validate_output runs only when AFTER_REPLY stops with end_turn, and only
+    # check_output runs only when AFTER_REPLY stops with end_turn, and only
     # check_stop_reason says end_turn, so nothing after it in that phase ran
     from primer.loop import checks as exits
 
     checks = figures.check_order()
-    k = [c.name for c in checks].index("validate_output")
+    k = [c.name for c in checks].index("check_output")
     assert checks[k - 1].name == "check_stop_reason"
     assert "end_turn" in checks[k].when and "check_stop_reason" in checks[k].when
     owners = [f.__name__ for f in exits.AFTER_REPLY if StopCause.END_TURN in f.causes]
@@ -69,20 +69,18 @@ def test_one_turn_of_the_figure_appears_in_the_loops_source_in_the_same_order():
     from primer.loop import loop as agent_loop
     from primer.loop import steps
 
-    loop = inspect.getsource(agent_loop.continue_run)
+    loop = inspect.getsource(agent_loop.continue_run).split('"""')[2]  # the body
     order = []
     for item in figures.loop_turn():
         if isinstance(item, figures.LoopStep):
             order.append(item.function)
         elif item.when:
             order.append(item.name)
-    assert order == ["compact_if_needed", "call_model", "validate_output", "after_tools"]
+    assert order == ["compact_if_needed", "call_model", "check_output", "ToolCalls"]
     positions = [loop.index(name) for name in ("BEFORE_CALL", "compact_if_needed",
                                                "BEFORE_SEND", "call_model", "AFTER_REPLY",
-                                               "validate_output", "after_tools")]
-    assert positions == sorted(positions)
-    after = inspect.getsource(steps.after_tools)
-    assert "add_results(state, calls, run_calls(" in after  # run the calls, then record them
+                                               "check_output", "ToolCalls", "add_results")]
+    assert positions == sorted(positions)  # run the calls, then record them and check
     assert "first_stop(AFTER_TOOLS" in inspect.getsource(steps.add_results)
 
 
@@ -123,7 +121,7 @@ def test_each_check_returns_only_the_causes_it_is_marked_with():
 
     assert exits.check_approval.causes == (StopCause.AWAITING_APPROVAL,)
     assert exits.check_wall_clock.causes == (StopCause.WALL_CLOCK,)
-    assert StopCause.INVALID_OUTPUT in exits.validate_output.causes
+    assert StopCause.INVALID_OUTPUT in exits.check_output.causes
 
 
 def test_every_stop_cause_is_owned_by_some_check():

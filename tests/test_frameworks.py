@@ -92,8 +92,8 @@ def test_lesson_13s_figures_for_langgraphs_default_limit_and_the_burner():
 
     from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
 
-    from primer.loop.cost import Prices, call_input_tokens, cost_usd, cumulative_input_tokens
-    from primer.loop.model import Usage
+    from primer.loop.cost import call_input_tokens, cumulative_input_tokens
+    from primer.loop.model import Prices, Usage, cost_usd
 
     assert int(DEFAULT_RECURSION_LIMIT) // 2 + 1 == 5_004
     steps = run_ours(BURNER).extra["result"].steps

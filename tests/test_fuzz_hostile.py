@@ -4,9 +4,9 @@
 :data:`MIN_REPLIES` model replies per run of the suite (scripts of 3 to 6 replies, every
 shape a broken provider or an attacker has sent: wrong types everywhere, absurd usage,
 broken or deep tool input, lone surrogates, unknown blocks and tools, floods of calls) and
-runs each script through ``run_agent`` against tools that can misbehave too. For every run:
+runs each script through ``run_production`` against tools that can misbehave too. For every run:
 
-* ``run_agent`` returns (never raises) and the run has a stop cause;
+* ``run_production`` returns (never raises) and the run has a stop cause;
 * no tool runs that the model did not name exactly, with input that was a JSON object;
 * no call that needs approval runs (nothing is approved here), and a predicate-gated call
   runs only when its predicate says it needs none;
@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from primer.__main__ import main
+from primer.harness.production import run_production
 from primer.harness.request_check import messages_problems, request_problems
 from primer.harness.retry import TransientToolError
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import STOP_REASONS, Reply, Usage
 from primer.loop.state import StopCause
 from primer.loop.text import MAX_INPUT_DEPTH, json_problem
@@ -249,7 +249,7 @@ def check_run(script: list, settings_: dict, results: list, tmp: Path | None) ->
     llm = FuzzModel(script)
     config = AgentConfig(**settings_, retry={"base_s": 0.0, "max_delay_s": 0.0},
                          checkpoint_dir=str(tmp) if tmp else None)
-    result = run_agent(llm, "do the task", TOOLS, config=config)
+    result = run_production(llm, "do the task", TOOLS, config=config)
 
     assert isinstance(result.stop_cause, StopCause)
     assert llm.invalid == [], llm.invalid[0]

@@ -7,20 +7,18 @@ import copy
 import pytest
 
 from primer.harness.request_check import InvalidRequest, check_messages
-from primer.loop.history import (
+from primer.loop.messages import (
     UNANSWERED_RESULT,
+    assistant_message,
     history_problem,
     repair_history,
-    tool_use_ids,
-    unanswered_tool_uses,
-    with_new_turn,
-)
-from primer.loop.messages import (
-    assistant_message,
     text_block,
     tool_result_block,
     tool_use_block,
+    tool_use_ids,
+    unanswered_tool_uses,
     user_message,
+    with_new_turn,
 )
 
 ASK = user_message("What does order A123 cost?")

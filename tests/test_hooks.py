@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from primer.harness.hooks import (
-    Block,
+    Blocked,
     BlockTools,
     CallLog,
     Hooks,
-    SchemaCheck,
+    SchemaHook,
     ThoughtRequired,
     replace_input,
     replace_result,
 )
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import ToolRegistry, tool
@@ -36,8 +36,8 @@ def refund(order_id: str, amount: int) -> str:
 def run(script, hooks, **cfg):
     RAN.clear()
     llm = ScriptedLLM(script)
-    return run_agent(llm, "refund A123", [refund], hooks=hooks,
-                     config=AgentConfig(offer_handoff=False, **cfg)), llm
+    return run_production(llm, "refund A123", [refund], hooks=hooks,
+                          config=AgentConfig(offer_handoff=False, **cfg)), llm
 
 
 def test_a_blocked_call_never_runs_and_the_model_reads_why():
@@ -82,8 +82,8 @@ def test_an_after_reply_hook_that_raises_is_reported_and_the_run_finishes():
         raise KeyError("x")
 
     llm = ScriptedLLM(["done"])
-    result = run_agent(llm, "t", hooks=Hooks(after_reply=boom),
-                       on_event=lambda kind, data: events.append(kind))
+    result = run_production(llm, "t", hooks=Hooks(after_reply=boom),
+                            on_event=lambda kind, data: events.append(kind))
     assert result.stop_cause is StopCause.END_TURN and "hook_error" in events
 
 
@@ -117,8 +117,8 @@ def test_hooks_run_in_order_and_the_log_hook_sees_every_call():
 def test_the_schema_check_as_a_before_tool_hook_gives_the_registrys_own_message():
     registry = ToolRegistry([refund])
     bad = {"type": "tool_use", "id": "t", "name": "refund", "input": {"order_id": "A1"}}
-    verdict = SchemaCheck(registry).before_tool(bad)
-    assert isinstance(verdict, Block)
+    verdict = SchemaHook(registry).before_tool(bad)
+    assert isinstance(verdict, Blocked)
     assert verdict.reason == registry.run(bad).content
 
 
@@ -135,4 +135,4 @@ def test_hooks_must_be_hooks_objects():
     import pytest
 
     with pytest.raises(TypeError, match="Hooks"):
-        run_agent(ScriptedLLM(["x"]), "t", hooks=[lambda c: c])
+        run_production(ScriptedLLM(["x"]), "t", hooks=[lambda c: c])

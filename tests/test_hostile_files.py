@@ -28,8 +28,8 @@ from primer.harness.durable.keystore import (
     forget_anchor,
     write_anchor,
 )
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.scenarios import get_demo
@@ -116,8 +116,8 @@ def test_approve_with_a_wrong_path_creates_no_stray_lock_file(tmp_path, monkeypa
 def test_a_checkpoint_dir_whose_parent_is_a_file_is_refused_before_the_run(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(CheckpointError, match="is not a directory. Nothing was run"):
-        run_agent(ScriptedLLM(["done"]), "task",
-                  config=AgentConfig(checkpoint_dir=str(tmp_path / "file" / "ck")))
+        run_production(ScriptedLLM(["done"]), "task",
+                       config=AgentConfig(checkpoint_dir=str(tmp_path / "file" / "ck")))
 
 
 # ---------------------------------------------------------------- the checkpoint corpus
@@ -150,7 +150,7 @@ CHECKPOINT_CORPUS = {
     "not-a-journal": lambda p: p.write_text('{"hello": "world"}\n'),
     "binary": lambda p: p.write_bytes(os.urandom(512)),
     "header-only": lambda p: p.write_text(p.read_text().splitlines()[0] + "\n"),
-    "newer-version": lambda p: p.write_text(p.read_text().replace('"version": 2', '"version": 99',
+    "newer-version": lambda p: p.write_text(p.read_text().replace('"version": 3', '"version": 99',
                                                                   1)),
     "signed-deep-json": lambda p: resigned(p, lambda rs: [*rs[:1], {**rs[1], "deep": _deep()},
                                                            *rs[2:]]),
@@ -362,9 +362,9 @@ def test_an_untouched_trace_still_replays_and_matches(recorded_trace):
 
 def test_piping_a_command_into_head_ends_quietly_without_a_traceback(tmp_path):
     path = tmp_path / "long.jsonl"
-    run_agent(ScriptedLLM([tool_reply(("nope", {"k": f"{n} " + "x" * 2000}))
+    run_production(ScriptedLLM([tool_reply(("nope", {"k": f"{n} " + "x" * 2000}))
                            for n in range(60)] + [text_reply("done")]), "task", trace=path,
-              config=AgentConfig(max_steps=61, repeat_threshold=None, token_budget=None,
+                   config=AgentConfig(max_steps=61, repeat_threshold=None, token_budget=None,
                                  tool_timeout_s=None))
     child = subprocess.Popen([sys.executable, "-m", "primer", "trace", "show", str(path),
                               "--width", "4000"], stdout=subprocess.PIPE,

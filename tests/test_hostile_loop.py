@@ -15,8 +15,8 @@ import json
 import pytest
 
 from primer.harness.async_loop import run_agent_async
+from primer.harness.production import run_production
 from primer.harness.request_check import messages_problems
-from primer.loop.loop import run_agent
 from primer.loop.messages import text_block
 from primer.loop.model import Reply, Usage
 from primer.loop.tools import tool
@@ -48,7 +48,7 @@ def echo_tool():
 def run(loop, llm, task, tools, **kw):
     if loop == "async":
         return asyncio.run(run_agent_async(llm, task, tools, **kw))
-    return run_agent(llm, task, tools, **kw)
+    return run_production(llm, task, tools, **kw)
 
 
 LOOPS = pytest.mark.parametrize("loop", ["sync", "async"])
@@ -102,7 +102,7 @@ def test_a_valid_thinking_block_and_valid_citations_are_kept_exactly_as_sent():
     llm = Recorded([Reply([thinking, cited, CALL], "tool_use", Usage(1, 1)),
                     Reply([text_block("done")], "end_turn", Usage(1, 1))])
     echo, _ = echo_tool()
-    run_agent(llm, "t", [echo])
+    run_production(llm, "t", [echo])
     assert llm.requests[1][1]["content"] == [thinking, cited, CALL]
 
 
@@ -125,8 +125,8 @@ def test_repairing_many_repeated_ids_walks_the_reply_a_fixed_number_of_times():
     calls = CountingList({"type": "tool_use", "id": "same", "name": "echo",
                           "input": {"x": "a"}} for _ in range(300))
     CountingList.walks = 0
-    reply = accept_reply(Reply(calls, "tool_use", Usage(1, 1)), 1, set())
-    ids = [c["id"] for c in reply.tool_uses]
+    accepted = accept_reply(Reply(calls, "tool_use", Usage(1, 1)), 1, set())
+    ids = [c["id"] for c in accepted.reply.tool_uses]
     assert len(set(ids)) == 300 and ids[0] == "same"
     assert CountingList.walks <= 4  # not once per repeated id
 
@@ -312,7 +312,7 @@ def test_a_call_whose_input_fails_its_schema_is_answered_not_held_for_approval()
     pay = Tool("pay", "Pay.", {"type": "object", "properties": {"amt": {"type": "number"}},
                                "required": ["amt"]}, lambda **kw: ran.append(kw) or "paid",
                needs_approval=True, side_effecting=True)
-    result = run_agent(calling("pay", x="lots"), "t", [pay])
+    result = run_production(calling("pay", x="lots"), "t", [pay])
     assert result.stop_cause.value == "end_turn"
     assert ran == [] and result.executions[0].error_kind == "invalid_input"
 
@@ -329,7 +329,7 @@ def test_a_model_that_raises_generator_exit_ends_the_run_with_model_error_in_bot
     import asyncio
 
     from primer.harness.async_loop import run_agent_async
-    from primer.loop.loop import run_agent
+    from primer.harness.production import run_production
     from primer.loop.state import StopCause
 
     def model(**_kw):
@@ -338,7 +338,7 @@ def test_a_model_that_raises_generator_exit_ends_the_run_with_model_error_in_bot
     async def async_model(**_kw):
         raise GeneratorExit("closed under the model")
 
-    by_sync = run_agent(model, "hi")
+    by_sync = run_production(model, "hi")
     by_async = asyncio.run(run_agent_async(async_model, "hi"))
     for result in (by_sync, by_async):
         assert result.stop_cause is StopCause.MODEL_ERROR

@@ -67,9 +67,9 @@ def test_a_dangling_symlink_is_refused_rather_than_writing_its_target(tmp_path, 
 
 
 def test_run_agent_refuses_a_fifo_as_its_trace_before_any_call(tmp_path):
-    from primer.loop.loop import run_agent
+    from primer.harness.files import UnreadableFile
+    from primer.harness.production import run_production
     from primer.loop.model import ScriptedLLM
-    from primer.loop.text import UnreadableFile
 
     fifo = tmp_path / "run.jsonl"
     os.mkfifo(fifo)
@@ -79,7 +79,7 @@ def test_run_agent_refuses_a_fifo_as_its_trace_before_any_call(tmp_path):
     def attempt() -> None:
         llm = ScriptedLLM(["never"])
         try:
-            run_agent(lambda **kw: calls.append(1) or llm(**kw), "hi", trace=fifo)
+            run_production(lambda **kw: calls.append(1) or llm(**kw), "hi", trace=fifo)
         except UnreadableFile as e:
             outcome.append(e)
 

@@ -15,11 +15,11 @@ import pytest
 from primer.harness.durable.checkpoint import approve
 from primer.harness.durable.resume import resume
 from primer.harness.hooks import Hooks
+from primer.harness.production import run_production
 from primer.harness.request_check import messages_problems
 from primer.harness.retry import TransientToolError
 from primer.harness.tracing.trace import load_trace
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import EMPTY_REPLY_TEXT, text_block, tool_use_block, user_message
 from primer.loop.model import Reply, Usage
 from primer.loop.replies import ASSISTANT_BLOCK_TYPES
@@ -71,10 +71,10 @@ def every_request_valid(llm):
 @pytest.mark.parametrize("text", [None, 5, ["a"]], ids=["null", "number", "list"])
 def test_a_text_block_whose_text_is_not_a_string_is_repaired_not_a_type_error(text):
     llm = Recorded([reply({"type": "text", "text": text}, stop="end_turn")])
-    result = run_agent(llm, "hi", config=AgentConfig(**FAST))
+    result = run_production(llm, "hi", config=AgentConfig(**FAST))
     assert result.stop_cause is StopCause.END_TURN
     assert result.messages[-1]["content"][0]["text"].startswith("(a text block whose text was")
-    assert result.steps[0].reply.received == [{"type": "text", "text": text}]
+    assert result.steps[0].received == [{"type": "text", "text": text}]
 
 
 @pytest.mark.parametrize("usage", [{"input_tokens": float("inf"), "output_tokens": 1},
@@ -84,7 +84,7 @@ def test_a_text_block_whose_text_is_not_a_string_is_repaired_not_a_type_error(te
                          ids=["1e400", "309-digit-dict", "309-digit-usage", "inf", "string"])
 def test_an_absurd_usage_ends_the_run_with_model_error_not_an_overflow(usage):
     used, ran = counter()
-    result = run_agent(Recorded([Reply([tool_use_block("a", "echo", {"x": "1"})], "tool_use",
+    result = run_production(Recorded([Reply([tool_use_block("a", "echo", {"x": "1"})], "tool_use",
                                        usage)]), "hi", [used], config=AgentConfig(**FAST))
     assert result.stop_cause is StopCause.MODEL_ERROR and "usage" in result.stop_detail
     assert ran == [] and result.steps == []
@@ -94,8 +94,8 @@ def test_negative_usage_is_refused_so_a_before_mode_budget_cannot_be_bypassed():
     used, ran = counter()
     replies = [Reply([tool_use_block(f"t{k}", "echo", {"x": str(k)})], "tool_use",
                      Usage(-10**9 if k == 0 else 1000, 1)) for k in range(10)]
-    result = run_agent(Recorded(replies), "hi", [used],
-                       config=AgentConfig(token_budget=2000, budget_check="before",
+    result = run_production(Recorded(replies), "hi", [used],
+                            config=AgentConfig(token_budget=2000, budget_check="before",
                                           max_steps=10, **FAST))
     assert result.stop_cause is StopCause.MODEL_ERROR and "-1000000000" in result.stop_detail
     assert ran == []  # not eight calls through a 2,000-token budget: none
@@ -124,8 +124,8 @@ def test_a_tool_input_nested_500_deep_is_refused_before_loop_detection_or_the_tr
         tmp_path, repeat_threshold):
     used, ran = counter()
     llm = Recorded([reply(tool_use_block("a", "echo", nested(500))), done()])
-    result = run_agent(llm, "hi", [used], trace=tmp_path / "t.jsonl",
-                       config=AgentConfig(repeat_threshold=repeat_threshold, **FAST))
+    result = run_production(llm, "hi", [used], trace=tmp_path / "t.jsonl",
+                            config=AgentConfig(repeat_threshold=repeat_threshold, **FAST))
     assert result.stop_cause is StopCause.END_TURN and ran == []
     assert result.executions[0].error_kind == "invalid_input"
     assert "nested deeper than 64 levels" in result.executions[0].content
@@ -135,7 +135,7 @@ def test_a_tool_input_nested_500_deep_is_refused_before_loop_detection_or_the_tr
 
 
 def test_a_refusal_with_empty_content_leaves_no_empty_assistant_message():
-    result = run_agent(Recorded([reply(stop="refusal")]), "hi", config=AgentConfig(**FAST))
+    result = run_production(Recorded([reply(stop="refusal")]), "hi", config=AgentConfig(**FAST))
     assert result.stop_cause is StopCause.REFUSAL
     assert result.messages[-1] == {"role": "assistant",
                                    "content": [text_block(EMPTY_REPLY_TEXT)]}
@@ -160,14 +160,15 @@ def test_broken_argument_json_is_sent_on_as_an_empty_object_and_kept_for_the_tra
     used, ran = counter()
     broken = '{"x": "SELECT 1",}'
     llm = Recorded([reply(tool_use_block("a", "echo", broken)), done(), done()])
-    result = run_agent(llm, "hi", [used], trace=tmp_path / "t.jsonl",
-                       config=AgentConfig(**FAST))
+    result = run_production(llm, "hi", [used], trace=tmp_path / "t.jsonl",
+                            config=AgentConfig(**FAST))
     assert ran == [] and result.stop_cause is StopCause.END_TURN
     assert result.messages[1]["content"][0]["input"] == {}  # what every later request sends
     every_request_valid(llm)
-    assert result.steps[0].reply.received[0]["input"] == broken
-    recorded = load_trace(tmp_path / "t.jsonl").steps()[0].call["reply"]
+    assert result.steps[0].received[0]["input"] == broken
+    recorded = load_trace(tmp_path / "t.jsonl").steps()[0].call  # beside the reply, not in it
     assert recorded["received"][0]["input"] == broken and recorded["refused"]["a"]
+    assert "received" not in recorded["reply"] and "refused" not in recorded["reply"]
 
 
 @pytest.mark.parametrize("text, parser_says", [
@@ -177,8 +178,8 @@ def test_broken_argument_json_is_sent_on_as_an_empty_object_and_kept_for_the_tra
 ], ids=["trailing-comma", "concatenated", "unterminated"])
 def test_the_json_parsers_own_error_and_its_position_reach_the_model(text, parser_says):
     used, _ = counter()
-    result = run_agent(Recorded([reply(tool_use_block("a", "echo", text)), done()]), "hi",
-                       [used], config=AgentConfig(**FAST))
+    result = run_production(Recorded([reply(tool_use_block("a", "echo", text)), done()]), "hi",
+                            [used], config=AgentConfig(**FAST))
     said = result.messages[2]["content"][0]["content"]
     assert parser_says in said and "arrived as a string" not in said
 
@@ -187,7 +188,7 @@ def test_a_lone_surrogate_in_a_side_effecting_input_is_refused_even_with_a_check
         tmp_path):
     pay, ran = counter("pay", side_effecting=True)
     llm = Recorded([reply(tool_use_block("a", "pay", {"x": "\ud800"})), done()])
-    result = run_agent(llm, "hi", [pay], config=AgentConfig(checkpoint_dir=str(tmp_path),
+    result = run_production(llm, "hi", [pay], config=AgentConfig(checkpoint_dir=str(tmp_path),
                                                             **FAST))
     assert result.stop_cause is StopCause.END_TURN and ran == []
     assert "lone surrogate" in result.executions[0].content
@@ -212,7 +213,7 @@ def test_a_side_effecting_tool_returning_a_lone_surrogate_runs_once_and_resume_n
     script = [reply(tool_use_block("p", "pay", {"x": "1"})),
               reply(tool_use_block("c", "confirm", {"x": "1"})), done()]
     config = AgentConfig(checkpoint_dir=str(tmp_path), **FAST)
-    paused = run_agent(Recorded(script), "hi", [pay, confirm], config=config)
+    paused = run_production(Recorded(script), "hi", [pay, confirm], config=config)
     assert paused.stop_cause is StopCause.AWAITING_APPROVAL and len(runs) == 1
     assert "\ufffd" in paused.messages[2]["content"][0]["content"]
     approve(paused.checkpoint, "c")
@@ -229,7 +230,8 @@ def test_max_tool_calls_per_reply_runs_none_of_a_flood_and_tells_the_model():
     pay, ran = counter("pay", side_effecting=True)
     flood = reply(*(tool_use_block(f"t{k}", "pay", {"x": str(k)}) for k in range(5)))
     llm = Recorded([flood, done()])
-    result = run_agent(llm, "hi", [pay], config=AgentConfig(max_tool_calls_per_reply=2, **FAST))
+    result = run_production(llm, "hi", [pay],
+                            config=AgentConfig(max_tool_calls_per_reply=2, **FAST))
     assert ran == [] and result.stop_cause is StopCause.END_TURN
     assert {e.error_kind for e in result.executions} == {"too_many_calls"}
     assert "at most 2 may run per reply" in result.executions[0].content
@@ -239,7 +241,7 @@ def test_max_tool_calls_per_reply_runs_none_of_a_flood_and_tells_the_model():
 def test_the_default_per_reply_limit_refuses_a_flood_of_side_effects():
     pay, ran = counter("pay", side_effecting=True)
     flood = reply(*(tool_use_block(f"t{k}", "pay", {"x": str(k)}) for k in range(33)))
-    run_agent(Recorded([flood, done()]), "hi", [pay], config=AgentConfig(**FAST))
+    run_production(Recorded([flood, done()]), "hi", [pay], config=AgentConfig(**FAST))
     assert AgentConfig().max_tool_calls_per_reply == 32 and ran == []
 
 
@@ -247,8 +249,8 @@ def test_max_tool_calls_per_run_refuses_every_call_past_it():
     pay, ran = counter("pay", side_effecting=True)
     script = [reply(*(tool_use_block(f"r{n}c{k}", "pay", {"x": f"{n}.{k}"}) for k in range(2)))
               for n in range(3)] + [done()]
-    result = run_agent(Recorded(script), "hi", [pay],
-                       config=AgentConfig(max_tool_calls_per_run=3, **FAST))
+    result = run_production(Recorded(script), "hi", [pay],
+                            config=AgentConfig(max_tool_calls_per_run=3, **FAST))
     assert ran == ["0.0", "0.1"]  # reply 2 would make it four: none of its calls ran
     assert [e.error_kind for e in result.steps[1].executions] == ["too_many_calls"] * 2
     assert "may make 3 tool calls in all and has made 2" in result.steps[1].executions[0].content
@@ -258,8 +260,8 @@ def test_max_tool_calls_per_run_refuses_every_call_past_it():
 def test_calls_refused_by_a_limit_never_wait_for_approval():
     gated, ran = counter("refund", needs_approval=True)
     flood = reply(*(tool_use_block(f"t{k}", "refund", {"x": str(k)}) for k in range(3)))
-    result = run_agent(Recorded([flood, done()]), "hi", [gated],
-                       config=AgentConfig(max_tool_calls_per_reply=2, **FAST))
+    result = run_production(Recorded([flood, done()]), "hi", [gated],
+                            config=AgentConfig(max_tool_calls_per_reply=2, **FAST))
     assert result.stop_cause is StopCause.END_TURN and ran == [] and result.pending == []
 
 
@@ -275,7 +277,7 @@ def test_a_keyless_side_effecting_tool_raising_transient_errors_is_not_retried()
         orders.append(item)
         raise TransientToolError("503 Service Unavailable")
 
-    result = run_agent(Recorded([reply(tool_use_block("a", "place_order", {"item": "x"})),
+    result = run_production(Recorded([reply(tool_use_block("a", "place_order", {"item": "x"})),
                                  done()]), "hi", [place_order], config=AgentConfig(**FAST))
     assert orders == ["x"]  # one order, not three
     assert "takes no idempotency key, so it was not retried" in result.executions[0].content
@@ -295,9 +297,9 @@ def test_a_side_effecting_tool_that_takes_a_key_is_retried_with_the_same_key():
     from primer.harness.retry import ManualClock
 
     clock = ManualClock()
-    result = run_agent(Recorded([reply(tool_use_block("a", "place_order", {"item": "x"})),
+    result = run_production(Recorded([reply(tool_use_block("a", "place_order", {"item": "x"})),
                                  done()]), "hi", [place_order],
-                       config=AgentConfig(clock=clock, sleep=clock.sleep, **FAST))
+                            config=AgentConfig(clock=clock, sleep=clock.sleep, **FAST))
     assert keys == ["idem-a", "idem-a"] and result.executions[0].content == "placed"
 
 
@@ -311,9 +313,9 @@ def test_a_plain_timeout_error_from_a_side_effecting_tool_says_the_outcome_is_un
         sent.append(to)
         raise TimeoutError("The read operation timed out")
 
-    result = run_agent(Recorded([reply(tool_use_block("a", "send_email", {"to": "x"})),
+    result = run_production(Recorded([reply(tool_use_block("a", "send_email", {"to": "x"})),
                                  done()]), "hi", [send_email],
-                       config=AgentConfig(tool_timeout_s=timeout))
+                            config=AgentConfig(tool_timeout_s=timeout))
     e = result.executions[0]
     assert sent == ["x"] and e.error_kind == "timeout"
     assert "outcome is unknown" in e.content and "Check the current state" in e.content
@@ -348,12 +350,12 @@ def refund_tool(gate):
 
 def test_needs_approval_as_a_predicate_gates_only_the_calls_it_says():
     refund, paid = refund_tool(lambda args: args["amount_usd"] > 100)
-    small = run_agent(Recorded([reply(tool_use_block("a", "issue_refund",
+    small = run_production(Recorded([reply(tool_use_block("a", "issue_refund",
                                                      {"amount_usd": 40.0})), done()]),
-                      "hi", [refund], config=AgentConfig(**FAST))
-    big = run_agent(Recorded([reply(tool_use_block("b", "issue_refund",
+                           "hi", [refund], config=AgentConfig(**FAST))
+    big = run_production(Recorded([reply(tool_use_block("b", "issue_refund",
                                                    {"amount_usd": 400.0})), done()]),
-                    "hi", [refund], config=AgentConfig(**FAST))
+                         "hi", [refund], config=AgentConfig(**FAST))
     assert small.stop_cause is StopCause.END_TURN and paid == [40.0]
     assert big.stop_cause is StopCause.AWAITING_APPROVAL and [b["id"] for b in big.pending] == ["b"]
 
@@ -361,8 +363,8 @@ def test_needs_approval_as_a_predicate_gates_only_the_calls_it_says():
 def test_a_predicate_gated_call_pauses_and_resumes_from_a_checkpoint(tmp_path):
     refund, paid = refund_tool(lambda args: args["amount_usd"] > 100)
     script = [reply(tool_use_block("b", "issue_refund", {"amount_usd": 400.0})), done()]
-    paused = run_agent(Recorded(script), "hi", [refund],
-                       config=AgentConfig(checkpoint_dir=str(tmp_path), **FAST))
+    paused = run_production(Recorded(script), "hi", [refund],
+                            config=AgentConfig(checkpoint_dir=str(tmp_path), **FAST))
     assert paused.stop_cause is StopCause.AWAITING_APPROVAL and paid == []
     approve(paused.checkpoint, "b")
     assert resume(paused.checkpoint, Recorded(script[1:]), [refund]).stop_cause \
@@ -380,16 +382,16 @@ def test_needs_approval_that_is_neither_a_bool_nor_a_function_is_refused(gate):
                          ids=["raises", "not-a-bool"])
 def test_a_needs_approval_predicate_that_fails_fails_closed(gate):
     refund, paid = refund_tool(gate)
-    result = run_agent(Recorded([reply(tool_use_block("a", "issue_refund",
+    result = run_production(Recorded([reply(tool_use_block("a", "issue_refund",
                                                       {"amount_usd": 1.0})), done()]),
-                       "hi", [refund], config=AgentConfig(**FAST))
+                            "hi", [refund], config=AgentConfig(**FAST))
     assert result.stop_cause is StopCause.AWAITING_APPROVAL and paid == []
 
 
 def test_a_hook_cannot_change_an_input_into_one_the_predicate_gates():
     refund, paid = refund_tool(lambda args: args["amount_usd"] > 100)
     inflate = Hooks(before_tool=lambda call: {**call, "input": {"amount_usd": 5000.0}})
-    result = run_agent(Recorded([reply(tool_use_block("a", "issue_refund",
+    result = run_production(Recorded([reply(tool_use_block("a", "issue_refund",
                                                       {"amount_usd": 40.0})), done()]),
-                       "hi", [refund], hooks=inflate, config=AgentConfig(**FAST))
+                            "hi", [refund], hooks=inflate, config=AgentConfig(**FAST))
     assert paid == [] and result.executions[0].error_kind == "hook_error"

@@ -21,8 +21,8 @@ from primer.harness.durable.journal import (
     read_journal,
 )
 from primer.harness.durable.keystore import forget_anchor
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import text_block, tool_use_block
 from primer.loop.model import Reply, ScriptedLLM
 from primer.loop.state import StopCause
@@ -69,7 +69,7 @@ def run(tmp_path: Path, steps: int, name: str = "send", **config):
     tools, sent = world()
     cfg = AgentConfig(checkpoint_dir=str(tmp_path), max_steps=steps, repeat_threshold=None,
                       token_budget=None, **config)
-    return run_agent(sender(steps, name), "send them", tools, config=cfg), sent
+    return run_production(sender(steps, name), "send them", tools, config=cfg), sent
 
 
 def lines(path) -> list[bytes]:
@@ -119,14 +119,14 @@ def synced_lines(monkeypatch) -> list[str]:
     from primer.harness.durable import recorder
 
     synced: list[str] = []
-    real = recorder.write_all
+    real = recorder.append_bytes
 
     def spy(fd, data, durable):
         real(fd, data, durable)
         if durable:
             synced.extend(json.loads(line)["type"] for line in data.splitlines())
 
-    monkeypatch.setattr(recorder, "write_all", spy)
+    monkeypatch.setattr(recorder, "append_bytes", spy)
     return synced
 
 
@@ -207,8 +207,8 @@ def test_a_pause_and_a_decision_are_appended_signed_and_on_disk(tmp_path, monkey
 
     script = [Reply([tool_use_block("toolu_p", "pay", {"amount": 5})], "tool_use"),
               Reply([text_block("done")], "end_turn")]
-    paused = run_agent(ScriptedLLM(script), "pay", [pay],
-                       config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    paused = run_production(ScriptedLLM(script), "pay", [pay],
+                            config=AgentConfig(checkpoint_dir=str(tmp_path)))
     before = lines(paused.checkpoint)
     approve(paused.checkpoint, "toolu_p", note="ok")
     after = lines(paused.checkpoint)

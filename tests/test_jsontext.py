@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from primer.loop.jsontext import compact, compact_length
+from primer.loop.messages import compact, compact_length
 
 # floats orjson writes in other digits than json.dumps (documented): left out here
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from primer.loop.ten_line_loop import ten_line_loop
+from primer.loop.mini import ten_line_loop
 from primer.loop.tools import ToolRegistry
 from primer.scenarios import hr
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from primer.loop.config import AgentConfig
-from primer.loop.cost import Prices, cost_usd
+from primer.loop.model import Prices, cost_usd
 from primer.loop.state import StopCause
 from primer.scenarios import get_demo
 from primer.views.widgets import EXIT_RECIPES, ExitExplorer, recipe_table

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from primer.loop.cost import (
-    Prices,
-    cost_usd,
-    cumulative_input_tokens,
-    multi_agent_cost_usd,
-    run_cost_usd,
-    run_usages,
-)
-from primer.loop.model import Usage
+from primer.course.estimates import multi_agent_cost_usd
+from primer.loop.cost import cumulative_input_tokens, run_cost_usd, run_usages
+from primer.loop.model import Prices, Usage, cost_usd
 
 
 @pytest.mark.parametrize(("n", "base", "t", "own_step", "expected"), [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from primer.harness.production import run_production
 from primer.harness.sub_agents import sub_agent_tool
+from primer.harness.summaries import extractive_summary
 from primer.loop.config import AgentConfig
-from primer.loop.context import SUMMARY_HEADER, extractive_summary
-from primer.loop.loop import run_agent
+from primer.loop.loop import SUMMARY_HEADER
 from primer.loop.model import ScriptedLLM, estimate_tokens
 from primer.loop.state import StopCause
 from primer.scenarios import support
@@ -24,13 +25,13 @@ def investigate_tool(config=None):
 
 def test_the_child_gets_the_parents_remaining_1939_of_2220_tokens_and_the_run_stays_within():
     free = investigate_tool()
-    parent = run_agent(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [free])
+    parent = run_production(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [free])
     child = free.fn.runs[0]
     budget = parent.steps[0].usage.total_tokens + child.usage.total_tokens // 2
     assert (budget, child.usage.total_tokens) == (2_220, 3_879)
     capped = investigate_tool()
-    tight = run_agent(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [capped],
-                      config=AgentConfig(token_budget=budget))
+    tight = run_production(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [capped],
+                           config=AgentConfig(token_budget=budget))
     given, capped_child = capped.fn.configs[0], capped.fn.runs[0]
     assert given.token_budget == budget - tight.steps[0].usage.total_tokens == 1_939
     assert given.budget_check == "before"
@@ -43,9 +44,9 @@ def test_the_child_gets_the_parents_remaining_1939_of_2220_tokens_and_the_run_st
 
 
 def test_with_a_denser_tokenizer_the_stop_comes_after_6_calls_not_8_on_the_reported_count():
-    plain = run_agent(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
-    dense = run_agent(DenseTokens(reader(), 1.5), "Read the report.", [read_page],
-                      config=AgentConfig(**LIMITS))
+    plain = run_production(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
+    dense = run_production(DenseTokens(reader(), 1.5), "Read the report.", [read_page],
+                           config=AgentConfig(**LIMITS))
     assert plain.stop_cause is dense.stop_cause is StopCause.CONTEXT_WINDOW
     assert (len(plain.steps), len(dense.steps)) == (8, 6)
     last = dense.steps[-1]
@@ -56,11 +57,11 @@ def test_with_a_denser_tokenizer_the_stop_comes_after_6_calls_not_8_on_the_repor
 
 
 def test_the_compaction_numbers_of_the_reader_run():
-    plain = run_agent(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
-    compacted = run_agent(reader(), "Read the report.", [read_page],
-                          config=AgentConfig(**LIMITS, summarizer=extractive_summary))
-    unlimited = run_agent(reader(), "Read the report.", [read_page],
-                          config=AgentConfig(**{**LIMITS, "context_window": 1_000_000}))
+    plain = run_production(reader(), "Read the report.", [read_page], config=AgentConfig(**LIMITS))
+    compacted = run_production(reader(), "Read the report.", [read_page],
+                               config=AgentConfig(**LIMITS, summarizer=extractive_summary))
+    unlimited = run_production(reader(), "Read the report.", [read_page],
+                               config=AgentConfig(**{**LIMITS, "context_window": 1_000_000}))
     assert (plain.usage.input_tokens, compacted.usage.input_tokens,
             unlimited.usage.input_tokens) == (12_208, 18_873, 33_364)
     assert max(s.usage.input_tokens for s in compacted.steps) == 2_373
@@ -68,10 +69,10 @@ def test_the_compaction_numbers_of_the_reader_run():
 
 
 def test_in_a_conversation_the_current_question_is_kept_next_to_the_task_before_the_summary():
-    earlier = run_agent(ScriptedLLM(["Hello; ask me about the report."]), "Hello.")
-    followup = run_agent(reader(), "Now read the whole report, page by page.", [read_page],
-                         messages=earlier.messages,
-                         config=AgentConfig(**LIMITS, summarizer=extractive_summary))
+    earlier = run_production(ScriptedLLM(["Hello; ask me about the report."]), "Hello.")
+    followup = run_production(reader(), "Now read the whole report, page by page.", [read_page],
+                              messages=earlier.messages,
+                              config=AgentConfig(**LIMITS, summarizer=extractive_summary))
     texts = [b["text"] for b in followup.messages[0]["content"]]
     assert followup.stop_cause is StopCause.END_TURN and len(followup.steps) == 13
     assert texts[:2] == ["Hello.", "Now read the whole report, page by page."]

@@ -9,9 +9,8 @@ import anthropic
 import httpx
 import pytest
 
-from primer.loop.cost import cost_usd
-from primer.loop.loop import run_agent
-from primer.loop.model import TransientModelError, Usage
+from primer.harness.production import run_production
+from primer.loop.model import TransientModelError, Usage, cost_usd
 from primer.loop.tools import tool
 from primer.providers.claude import (
     DEFAULT_MODEL,
@@ -45,8 +44,9 @@ def test_the_retry_table_rows_agree_with_the_sdk(status, headers):
 
 def _cached_run(**options):
     with FakeModelServer(pto.make_llm()) as server:
-        return run_agent(ClaudeLLM(client=client(server), **options), pto.task, pto.make_tools(),
-                         system=system_with_handbook(pto.system), config=pto.config)
+        return run_production(ClaudeLLM(client=client(server), **options), pto.task,
+                              pto.make_tools(),
+                              system=system_with_handbook(pto.system), config=pto.config)
 
 
 def test_the_cached_prefix_of_3228_tokens_is_above_the_default_models_2048_minimum():

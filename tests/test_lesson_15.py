@@ -11,10 +11,10 @@ from primer.harness.async_loop import run_agent_async
 from primer.harness.durable.checkpoint import read_checkpoint
 from primer.harness.durable.resume import resume
 from primer.harness.fallback import FallbackLLM, usage_by_model
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock
 from primer.loop.config import AgentConfig
-from primer.loop.cost import Prices, cost_usd
-from primer.loop.loop import run_agent
+from primer.loop.model import Prices, cost_usd
 from primer.loop.state import StopCause
 from primer.providers.claude import ClaudeLLM
 from primer.providers.fake_server import FakeModelServer
@@ -31,7 +31,7 @@ def claude(server, **options):
 
 
 def test_the_stock_world_fans_out_eight_calls_and_answers_with_their_sum():
-    result = run_agent(stock.make_llm(), stock.TASK, stock.make_tools(), system=stock.SYSTEM)
+    result = run_production(stock.make_llm(), stock.TASK, stock.make_tools(), system=stock.SYSTEM)
     assert result.final_text == "We have 64 KB-100 keyboards in stock across 8 warehouses."
     assert [len(s.executions) for s in result.steps] == [8, 0]
     assert (result.usage.total_tokens, round(result.cost_usd, 4)) == (1164, 0.0101)
@@ -63,9 +63,10 @@ def test_the_cancelled_run_keeps_three_lookups_and_resume_asks_for_the_other_fiv
 
 def test_the_thinking_run_through_the_sdk_sends_its_thinking_back_and_marks_both_steps():
     with FakeModelServer(stock.make_llm(thinking=True)) as server:
-        thought = run_agent(claude(server, thinking={"type": "enabled", "budget_tokens": 1024}),
-                            stock.TASK, stock.make_tools(), system=stock.SYSTEM,
-                            config=AgentConfig(max_tokens=2048))
+        thought = run_production(claude(server,
+                                        thinking={"type": "enabled", "budget_tokens": 1024}),
+                                 stock.TASK, stock.make_tools(), system=stock.SYSTEM,
+                                 config=AgentConfig(max_tokens=2048))
         second = server.model_requests[1].body
     assert second["messages"][1]["content"] == thought.steps[0].reply.content
     assert [r["tool calls"].startswith("[thought]") for r in thought.rows()] == [True, True]
@@ -80,9 +81,9 @@ def test_a_cut_stream_runs_nothing_or_is_retried_and_runs_each_call_once(how, ca
     clock = ManualClock()
     with FakeModelServer(stock.make_llm()) as server:
         server.cut_next_stream(how)
-        result = run_agent(claude(server, stream=True), stock.TASK,
-                           stock.make_tools(finished=done), system=stock.SYSTEM,
-                           config=AgentConfig(clock=clock, sleep=clock.sleep))
+        result = run_production(claude(server, stream=True), stock.TASK,
+                                stock.make_tools(finished=done), system=stock.SYSTEM,
+                                config=AgentConfig(clock=clock, sleep=clock.sleep))
         assert len(server.model_requests) == requests
     assert result.stop_cause.value == cause and len(done) == ran
 
@@ -93,8 +94,8 @@ def test_the_fallback_run_costs_each_call_at_its_own_models_prices():
         big.fail_next(529, 2)
         llm = FallbackLLM([claude(big, model="claude-big"), claude(small, model="claude-small")],
                           retries=1, sleep=clock.sleep)
-        run = run_agent(llm, stock.TASK, stock.make_tools(), system=stock.SYSTEM,
-                        config=AgentConfig(model_prices=PRICES))
+        run = run_production(llm, stock.TASK, stock.make_tools(), system=stock.SYSTEM,
+                             config=AgentConfig(model_prices=PRICES))
     assert [s.reply.model for s in run.steps] == ["claude-small", "claude-big"]
     assert llm.fallbacks[0]["attempts"] == 2
     spend = usage_by_model(run.steps, AgentConfig(model_prices=PRICES))

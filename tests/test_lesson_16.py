@@ -8,12 +8,12 @@ from itertools import accumulate
 
 import pytest
 
+from primer.harness.production import run_production
 from primer.harness.request_check import InvalidRequest, check_messages
 from primer.harness.sessions.session import Session
 from primer.loop.config import AgentConfig
 from primer.loop.cost import cached_history_usages, run_cost_usd
-from primer.loop.history import repair_history, with_new_turn
-from primer.loop.loop import run_agent
+from primer.loop.messages import repair_history, with_new_turn
 from primer.loop.state import StopCause
 from primer.providers.mcp import MCPConnection, mcp_inprocess_tools
 from primer.providers.mcp_server import mcp_server
@@ -23,8 +23,8 @@ NO_RETRIES = AgentConfig(max_steps=4, tool_retries=0)
 
 
 def ask(llm, question, messages=None, tools=None):
-    return run_agent(llm, question, tools or support_chat.make_tools(),
-                     system=support_chat.SYSTEM, config=support_chat.CONFIG, messages=messages)
+    return run_production(llm, question, tools or support_chat.make_tools(),
+                          system=support_chat.SYSTEM, config=support_chat.CONFIG, messages=messages)
 
 
 def test_over_mcp_the_order_task_takes_the_same_path_and_the_bad_call_is_never_sent():
@@ -32,12 +32,13 @@ def test_over_mcp_the_order_task_takes_the_same_path_and_the_bad_call_is_never_s
     served = [dataclasses.replace(orders.get_order,
                                   fn=lambda order_id: reached.append(order_id)
                                   or orders.get_order.fn(order_id)), orders.calculator]
-    local = run_agent(orders.make_llm(), orders.TASK, orders.make_tools(), system=orders.SYSTEM,
-                      config=orders.RECOVER_CONFIG)
+    local = run_production(orders.make_llm(), orders.TASK, orders.make_tools(),
+                           system=orders.SYSTEM,
+                           config=orders.RECOVER_CONFIG)
     with mcp_inprocess_tools(mcp_server(served, name="primer-orders"), timeout_s=5) as tools:
         assert [t.input_schema for t in tools] == [t.input_schema for t in orders.make_tools()]
-        remote = run_agent(orders.make_llm(), orders.TASK, tools, system=orders.SYSTEM,
-                           config=orders.RECOVER_CONFIG)
+        remote = run_production(orders.make_llm(), orders.TASK, tools, system=orders.SYSTEM,
+                                config=orders.RECOVER_CONFIG)
     assert (len(remote.steps), len(remote.executions)) == (4, 3)
     assert remote.executions[0].error_kind == "invalid_input" and reached == ["A123"]
     differ = [k for k, (a, b) in enumerate(zip(local.messages, remote.messages, strict=True))
@@ -48,8 +49,8 @@ def test_over_mcp_the_order_task_takes_the_same_path_and_the_bad_call_is_never_s
 def test_a_hung_call_is_a_timeout_the_support_model_reports_to_the_customer():
     server = mcp_server(orders.make_tools(), name="primer-orders", faults={"get_order": "hang"})
     with MCPConnection.inprocess(server, timeout_s=0.5) as conn:
-        hung = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
-                         system=support_chat.SYSTEM, config=NO_RETRIES)
+        hung = run_production(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
+                              system=support_chat.SYSTEM, config=NO_RETRIES)
     (call,) = hung.executions
     assert (call.error_kind, hung.stop_cause) == ("timeout", StopCause.END_TURN)
     assert hung.final_text.startswith("I could not finish that: get_order failed: timed out")
@@ -58,8 +59,8 @@ def test_a_hung_call_is_a_timeout_the_support_model_reports_to_the_customer():
 def test_a_crashed_server_ends_the_run_with_end_turn_after_two_model_calls():
     serve = [sys.executable, "-m", "primer", "mcp-serve", "orders", "--crash", "get_order"]
     with MCPConnection.stdio(serve[0], serve[1:], timeout_s=5) as conn:
-        crashed = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
-                            system=support_chat.SYSTEM, config=NO_RETRIES)
+        crashed = run_production(support_chat.make_llm(), support_chat.QUESTIONS[0], conn.tools,
+                                 system=support_chat.SYSTEM, config=NO_RETRIES)
     assert (crashed.stop_cause, len(crashed.steps)) == (StopCause.END_TURN, 2)
     assert "is gone" in crashed.executions[0].content
 

@@ -22,8 +22,8 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.state import StopCause
 from primer.providers.mcp import (
@@ -31,8 +31,8 @@ from primer.providers.mcp import (
     MCPConnectionError,
     mcp_http_tools,
     mcp_inprocess_tools,
+    mcp_result_text,
     mcp_stdio_tools,
-    result_text,
 )
 from primer.providers.mcp_server import mcp_server
 from primer.scenarios import get_demo
@@ -120,8 +120,8 @@ def test_the_order_task_over_mcp_sends_the_model_the_same_messages_as_local_tool
     scenario = get_demo("orders")
     local = scenario.run()
     with mcp_inprocess_tools(orders_server()) as tools:
-        remote = run_agent(scenario.make_llm(), scenario.task, tools, system=scenario.system,
-                           config=scenario.config)
+        remote = run_production(scenario.make_llm(), scenario.task, tools, system=scenario.system,
+                                config=scenario.config)
     assert remote.stop_cause is StopCause.END_TURN
     assert canonical(remote.messages) == canonical(local.messages)
     assert "5900.0" in remote.final_text
@@ -132,7 +132,7 @@ def test_the_calls_of_one_reply_share_one_connection_and_come_back_in_request_or
                                   ("get_order", {"order_id": "B456"}),
                                   ("calculator", {"expression": "3 * 3"})), "done"])
     with mcp_inprocess_tools(orders_server()) as tools:
-        result = run_agent(llm, "t", tools, config=NO_RETRIES)
+        result = run_production(llm, "t", tools, config=NO_RETRIES)
     assert [e.content for e in executions(result)] == [
         "2", json.dumps(get_demo("orders").make_tools()[0].fn("B456")), "9"]
 
@@ -147,7 +147,7 @@ def test_bad_arguments_are_refused_against_the_listed_schema_before_anything_is_
 
     llm = ScriptedLLM([tool_reply(("get_order", {"id": "A123"})), "ok"])
     with mcp_inprocess_tools(server) as tools:
-        result = run_agent(llm, "t", tools, config=NO_RETRIES)
+        result = run_production(llm, "t", tools, config=NO_RETRIES)
     (e,) = executions(result)
     assert (e.is_error, e.error_kind) == (True, "invalid_input")
     assert "'order_id' is a required property" in e.content
@@ -157,7 +157,7 @@ def test_bad_arguments_are_refused_against_the_listed_schema_before_anything_is_
 def test_a_result_the_server_marks_is_error_is_an_error_result_with_the_servers_text():
     llm = ScriptedLLM([tool_reply(("get_order", {"order_id": "Z999"})), "no such order"])
     with mcp_inprocess_tools(orders_server()) as tools:
-        result = run_agent(llm, "t", tools, config=NO_RETRIES)
+        result = run_production(llm, "t", tools, config=NO_RETRIES)
     (e,) = executions(result)
     assert (e.is_error, e.error_kind) == (True, "tool_error")
     assert e.content.startswith("No order with id 'Z999'")
@@ -175,7 +175,7 @@ def test_a_protocol_error_becomes_an_error_result_naming_its_code_and_message():
     server = Server("broken", on_list_tools=list_tools, on_call_tool=call_tool)
     llm = ScriptedLLM([tool_reply(("lookup", {})), "the lookup service is down"])
     with mcp_inprocess_tools(server) as tools:
-        result = run_agent(llm, "t", tools, config=NO_RETRIES)
+        result = run_production(llm, "t", tools, config=NO_RETRIES)
     (e,) = executions(result)
     assert e.is_error
     assert "protocol error -32603: database offline" in e.content
@@ -185,7 +185,7 @@ def test_a_protocol_error_becomes_an_error_result_naming_its_code_and_message():
 def test_a_call_the_server_never_answers_is_a_timeout_result_and_the_run_goes_on():
     start = time.monotonic()
     with mcp_inprocess_tools(orders_server(get_order="hang"), timeout_s=0.5) as tools:
-        result = run_agent(lookup_then_add(), "t", tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", tools, config=NO_RETRIES)
     hung, added = executions(result)
     assert (hung.is_error, hung.error_kind) == (True, "timeout")
     assert "timed out after 0.5 s" in hung.content
@@ -209,8 +209,8 @@ def test_a_timed_out_request_is_cancelled_on_the_server_too():
 
     server = Server("slow", on_list_tools=list_tools, on_call_tool=call_tool)
     with mcp_inprocess_tools(server, timeout_s=0.3) as tools:
-        result = run_agent(ScriptedLLM([tool_reply(("slow", {})), "gave up"]), "t", tools,
-                           config=NO_RETRIES)
+        result = run_production(ScriptedLLM([tool_reply(("slow", {})), "gave up"]), "t", tools,
+                                config=NO_RETRIES)
         assert executions(result)[0].error_kind == "timeout"
         assert cancelled.wait(5), "the server's handler was never cancelled"
 
@@ -221,7 +221,7 @@ def test_side_effects_and_approval_are_marked_by_name_from_our_side_not_by_hints
         by_name = {t.name: t for t in tools}
         assert by_name["calculator"].side_effecting and not by_name["get_order"].side_effecting
         assert by_name["get_order"].needs_approval
-        result = run_agent(lookup_then_add(), "t", tools)
+        result = run_production(lookup_then_add(), "t", tools)
     assert result.stop_cause is StopCause.AWAITING_APPROVAL
 
 
@@ -265,8 +265,8 @@ def test_a_tool_name_a_model_cannot_call_is_a_connection_error():
 def test_a_tool_called_after_its_connection_closed_is_an_error_result():
     with mcp_inprocess_tools(orders_server()) as tools:
         pass
-    result = run_agent(ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"})), "x"]),
-                       "t", tools, config=NO_RETRIES)
+    result = run_production(ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"})), "x"]),
+                            "t", tools, config=NO_RETRIES)
     (e,) = executions(result)
     assert e.is_error and "is closed, so its tools cannot be called any more" in e.content
 
@@ -277,10 +277,11 @@ def test_result_text_joins_text_and_describes_what_is_not_text():
         types.ImageContent(data="aGVsbG8=", mime_type="image/png"),
         types.EmbeddedResource(resource=types.TextResourceContents(uri="file:///r.txt",
                                                                    text="receipt"))])
-    assert result_text(result) == ("total: 5900\n[image/png image, 8 base64 characters, not "
+    assert mcp_result_text(result) == ("total: 5900\n[image/png image, 8 base64 characters, not "
                                    "shown]\nreceipt")
-    assert result_text(types.CallToolResult(content=[], structured_content={"a": 1})) == '{"a": 1}'
-    assert result_text(types.CallToolResult(content=[])) == "(no output)"
+    structured = types.CallToolResult(content=[], structured_content={"a": 1})
+    assert mcp_result_text(structured) == '{"a": 1}'
+    assert mcp_result_text(types.CallToolResult(content=[])) == "(no output)"
 
 
 def test_an_http_url_must_start_with_http():
@@ -294,8 +295,8 @@ def test_a_stdio_server_runs_the_order_task_and_is_stopped_when_the_block_ends()
     scenario, before = get_demo("orders"), children()
     with mcp_stdio_tools(SERVE[0], SERVE[1:]) as tools:
         (server,) = children() - before
-        result = run_agent(scenario.make_llm(), scenario.task, tools, system=scenario.system,
-                           config=scenario.config)
+        result = run_production(scenario.make_llm(), scenario.task, tools, system=scenario.system,
+                                config=scenario.config)
     assert result.stop_cause is StopCause.END_TURN and "5900.0" in result.final_text
     assert not alive(server), "the server process (or its zombie) is still there"
 
@@ -305,7 +306,7 @@ def test_a_hung_stdio_server_is_a_timeout_result_and_its_process_is_cleaned_up()
     with MCPConnection.stdio(SERVE[0], [*SERVE[1:], "--hang", "get_order"],
                              timeout_s=0.5) as conn:
         (server,) = children() - before
-        result = run_agent(lookup_then_add(), "t", conn.tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", conn.tools, config=NO_RETRIES)
         deadline = time.monotonic() + 5  # the cancellation crosses the pipe to the server
         while "cancelled the call of get_order" not in conn.server_stderr():
             assert time.monotonic() < deadline, conn.server_stderr()
@@ -321,7 +322,7 @@ def test_a_stdio_server_that_dies_mid_run_gives_error_results_not_a_hang():
     before, start = children(), time.monotonic()
     with MCPConnection.stdio(SERVE[0], [*SERVE[1:], "--crash", "get_order"]) as conn:
         (server,) = children() - before
-        result = run_agent(lookup_then_add(), "t", conn.tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", conn.tools, config=NO_RETRIES)
     crashed, after = executions(result)
     for e in (crashed, after):
         assert e.is_error and "is gone: the connection closed" in e.content
@@ -338,7 +339,7 @@ def test_a_frozen_stdio_server_times_out_and_is_killed_when_the_block_ends():
     with mcp_stdio_tools(SERVE[0], SERVE[1:], timeout_s=0.5) as tools:
         (server,) = children() - before
         os.kill(server, signal.SIGSTOP)  # it reads nothing and ignores SIGTERM from now on
-        result = run_agent(lookup_then_add(), "t", tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", tools, config=NO_RETRIES)
         start = time.monotonic()
     assert [e.error_kind for e in executions(result)] == ["timeout", "timeout"]
     assert not alive(server)
@@ -439,21 +440,21 @@ def http_server():
 def test_an_http_server_runs_the_order_task(http_server):
     scenario = get_demo("orders")
     with mcp_http_tools(http_server()) as tools:
-        result = run_agent(scenario.make_llm(), scenario.task, tools, system=scenario.system,
-                           config=scenario.config)
+        result = run_production(scenario.make_llm(), scenario.task, tools, system=scenario.system,
+                                config=scenario.config)
     assert canonical(result.messages) == canonical(scenario.run().messages)
 
 
 def test_a_hung_http_server_is_a_timeout_result_and_the_run_goes_on(http_server):
     with mcp_http_tools(http_server("--hang", "get_order"), timeout_s=0.5) as tools:
-        result = run_agent(lookup_then_add(), "t", tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", tools, config=NO_RETRIES)
     assert [e.error_kind for e in executions(result)] == ["timeout", None]
 
 
 def test_an_http_server_that_dies_mid_run_gives_error_results_not_a_hang(http_server):
     start = time.monotonic()
     with mcp_http_tools(http_server("--crash", "get_order")) as tools:
-        result = run_agent(lookup_then_add(), "t", tools, config=NO_RETRIES)
+        result = run_production(lookup_then_add(), "t", tools, config=NO_RETRIES)
     for e in executions(result):
         assert e.is_error and "is gone: the connection closed" in e.content
     assert result.stop_cause is StopCause.END_TURN

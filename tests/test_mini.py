@@ -137,4 +137,4 @@ def test_the_mini_loop_does_not_import_the_production_loop():
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any("agent_loop" in (m or "") for m in imported)
     assert imported - {"__future__", "inspect", "json", "collections", "collections.abc",
-                       "dataclasses", "typing"} == {"model", "tools"}
+                       "dataclasses", "typing"} == {"messages", "model", "tools"}

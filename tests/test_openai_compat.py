@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, TransientModelError, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
@@ -123,7 +123,7 @@ def test_the_loop_runs_parallel_calls_through_the_openai_client():
     script = [tool_reply(("lookup", {"city": "Paris"}), ("lookup", {"city": "Oslo"})),
               text_reply("both sunny")]
     with FakeModelServer(ScriptedLLM(script)) as srv:
-        result = run_agent(compat(srv), "weather?", [lookup])
+        result = run_production(compat(srv), "weather?", [lookup])
         second = srv.requests[1].body
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "both sunny"
     assert sorted(ran) == ["Oslo", "Paris"]
@@ -137,13 +137,13 @@ def test_the_loop_runs_parallel_calls_through_the_openai_client():
 def test_a_length_cut_off_never_runs_its_call_through_the_openai_client():
     cut = tool_reply(("lookup", {"city": "Par"}), stop_reason="max_tokens")
     with FakeModelServer(ScriptedLLM([cut])) as srv:
-        result = run_agent(compat(srv), "weather?", [lookup])
+        result = run_production(compat(srv), "weather?", [lookup])
     assert result.stop_cause is StopCause.MAX_TOKENS and ran == []
 
 
 def test_a_refusal_through_the_openai_client_stops_the_run():
     with FakeModelServer(ScriptedLLM([text_reply("no", stop_reason="refusal")])) as srv:
-        result = run_agent(compat(srv), "bad", [lookup])
+        result = run_production(compat(srv), "bad", [lookup])
     assert result.stop_cause is StopCause.REFUSAL and result.final_text is None
 
 
@@ -155,8 +155,8 @@ def test_a_429_through_the_openai_client_is_transient_and_the_loop_retries_it():
             compat(srv)(system="", messages=[{"role": "user", "content": "x"}], tools=[],
                         max_tokens=5)
         srv.fail_next(429, retry_after_s=0.02)
-        result = run_agent(compat(srv), "x", [lookup],
-                           config=AgentConfig(model_retries=1, sleep=waits.append))
+        result = run_production(compat(srv), "x", [lookup],
+                                config=AgentConfig(model_retries=1, sleep=waits.append))
     assert caught.value.retry_after_s == pytest.approx(0.02)
     assert result.stop_cause is StopCause.END_TURN and len(waits) == 1
 
@@ -164,6 +164,6 @@ def test_a_429_through_the_openai_client_is_transient_and_the_loop_retries_it():
 def test_a_context_length_error_through_the_openai_client_stops_with_context_window():
     with FakeModelServer(ScriptedLLM([text_reply("never sent")])) as srv:
         srv.fail_next(400, message="This model's maximum context length is 8192 tokens.")
-        result = run_agent(compat(srv), "x" * 50, [lookup])
+        result = run_production(compat(srv), "x" * 50, [lookup])
     assert result.stop_cause is StopCause.CONTEXT_WINDOW and result.steps == []
     assert "maximum context length" in result.stop_detail and ran == []

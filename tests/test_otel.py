@@ -15,11 +15,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from primer.__main__ import main
+from primer.harness.production import run_production
+from primer.harness.streaming import StreamingScriptedLLM
 from primer.harness.tracing import otel
 from primer.harness.tracing.otel import OTelSink, otlp_json, spans_from_trace
 from primer.harness.tracing.trace import load_trace
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import Reply, ScriptedLLM, TransientModelError, Usage, tool_reply
 from primer.loop.tools import tool
 from primer.scenarios import get_demo
@@ -42,8 +43,8 @@ def provider(exporter):
 
 def run_demo(name, provider, **sink_options):
     demo = get_demo(name)
-    return run_agent(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
-                     config=demo.config, on_event=OTelSink(provider, **sink_options))
+    return run_production(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
+                          config=demo.config, on_event=OTelSink(provider, **sink_options))
 
 
 def by_name(spans):
@@ -94,7 +95,7 @@ def test_input_tokens_include_cache_reads_and_writes_and_the_cache_fields_are_se
                                                                                    exporter):
     reply = Reply([{"type": "text", "text": "hi"}], "end_turn", Usage(10, 5, 3, 7),
                   "claude-sonnet-4-5")
-    run_agent(lambda **kwargs: reply, "hello", on_event=OTelSink(provider))
+    run_production(lambda **kwargs: reply, "hello", on_event=OTelSink(provider))
     chat = by_name(exporter.get_finished_spans())["chat claude-sonnet-4-5"]
     assert chat.attributes["gen_ai.usage.input_tokens"] == 20
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 7
@@ -125,7 +126,7 @@ def test_a_failed_model_call_is_an_error_chat_span_and_the_run_an_error(provider
     def broken(**kwargs):
         raise RuntimeError("backend down")
 
-    result = run_agent(broken, "hello", on_event=OTelSink(provider, request_model="m-1"))
+    result = run_production(broken, "hello", on_event=OTelSink(provider, request_model="m-1"))
     assert result.stop_cause.value == "model_error"
     spans = by_name(exporter.get_finished_spans())
     chat, agent = spans["chat m-1"], spans["invoke_agent agent"]
@@ -144,8 +145,8 @@ def test_a_retried_model_call_records_each_failed_attempt_as_an_event(provider, 
             raise TransientModelError("overloaded")
         return Reply([{"type": "text", "text": "done"}], "end_turn", Usage(5, 2), "m")
 
-    run_agent(flaky, "hello", config=AgentConfig(sleep=lambda s: None),
-              on_event=OTelSink(provider))
+    run_production(flaky, "hello", config=AgentConfig(sleep=lambda s: None),
+                   on_event=OTelSink(provider))
     chat = by_name(exporter.get_finished_spans())["chat m"]
     assert chat.status.status_code is StatusCode.UNSET
     (event,) = chat.events
@@ -165,8 +166,8 @@ def read_config(name: str) -> dict:
 
 def secret_run(provider, capture_content):
     llm = ScriptedLLM([tool_reply(("read_config", {"name": f"db {SECRET}"})), "all set"])
-    run_agent(llm, f"check the config, my key is {SECRET}", [read_config],
-              system="be brief", on_event=OTelSink(provider, capture_content=capture_content))
+    run_production(llm, f"check the config, my key is {SECRET}", [read_config],
+                   system="be brief", on_event=OTelSink(provider, capture_content=capture_content))
 
 
 def test_message_content_is_left_out_unless_asked_for(provider, exporter):
@@ -240,8 +241,8 @@ def test_a_recorded_trace_exports_the_same_spans_as_the_live_run(tmp_path, provi
                                                                  exporter):
     demo = get_demo("pto")
     path = tmp_path / "pto.jsonl"
-    run_agent(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
-              config=demo.config, trace=path, on_event=OTelSink(provider))
+    run_production(demo.make_llm(), demo.task, demo.make_tools(), system=demo.system,
+                   config=demo.config, trace=path, on_event=OTelSink(provider))
     live = shape(exporter.get_finished_spans())
     exporter.clear()
     spans_from_trace(path, provider, start_ns=1_000_000_000)
@@ -312,7 +313,7 @@ def test_a_sink_that_cannot_read_an_event_logs_it_and_never_breaks_the_run(provi
     sink = OTelSink(provider)
     sink("model_call", {"reply": None})
     assert "could not turn a 'model_call' event into spans" in caplog.text
-    result = run_agent(ScriptedLLM(["fine"]), "hi", on_event=sink)
+    result = run_production(ScriptedLLM(["fine"]), "hi", on_event=sink)
     assert result.final_text == "fine"
 
 
@@ -333,16 +334,16 @@ def test_otel_sink_is_one_lazy_name_of_primer():
 
 def test_a_streamed_replys_deltas_add_no_span_events(provider, exporter):
     demo = get_demo("orders")
-    llm = demo.make_llm()
-    llm.stream = True  # ScriptedLLM(stream=True): the loop gets each reply as deltas too
+    scripted = demo.make_llm()
+    llm = StreamingScriptedLLM(scripted.script, name=scripted.name)  # replies as deltas too
     seen, inner = [], OTelSink(provider)
 
     def sink(kind, data):
         seen.append(kind)
         inner(kind, data)
 
-    run_agent(llm, demo.task, demo.make_tools(), system=demo.system, config=demo.config,
-              on_event=sink)
+    run_production(llm, demo.task, demo.make_tools(), system=demo.system, config=demo.config,
+                   on_event=sink)
     assert "text_delta" in seen  # the run streamed
     events = [e.name for s in exporter.get_finished_spans() for e in s.events]
     assert not [e for e in events if "delta" in e or "tool_use_start" in e]

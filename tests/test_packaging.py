@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -90,3 +91,32 @@ def test_importing_the_core_does_not_import_matplotlib_ipywidgets_or_anthropic()
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "", f"import primer.loop.loop pulled in: {done.stdout.strip()}"
+
+
+def test_importing_the_core_loads_neither_jsonschema_nor_pydantic():
+    heavy = ("jsonschema", "pydantic", "fastjsonschema")
+    code = (f"import primer.loop.loop, primer.loop.mini, sys; "
+            f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert "jsonschema" not in done.stdout.split() and "pydantic" not in done.stdout.split()
+
+
+def test_a_tool_checks_its_input_without_loading_jsonschemas_format_checkers():
+    formats = ("rfc3987_syntax", "rfc3339_validator", "isoduration", "arrow", "webcolors",
+               "fqdn", "uri_template", "jsonpointer")
+    code = textwrap.dedent(f"""
+        import sys
+        from primer.loop.tools import tool
+
+        @tool
+        def f(x: int) -> str:
+            \"\"\"F.\"\"\"
+            return str(x)
+
+        assert f.input_errors({{"x": "1"}}) and f.input_errors({{"x": 1}}) is None
+        print("jsonschema" in sys.modules, [m for m in {formats!r} if sys.modules.get(m)])
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "True []"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from primer.loop.tools import ToolRegistry, execute_tools
+from primer.loop.steps import execute_tools
+from primer.loop.tools import ToolRegistry
 from primer.scenarios.parallel import (
     fan_out_calls,
     latency_model,

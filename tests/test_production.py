@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from primer.harness.retry import (
-    ManualClock,
-    RateLimited,
-    RetryPolicy,
-    ToolTimeout,
-    TransientToolError,
-)
+from primer.harness.production import run_production
+from primer.harness.retry import ManualClock, RateLimited, ToolTimeout, TransientToolError
 from primer.harness.runner import ToolRunner
 from primer.harness.timeouts import call_with_timeout, in_subprocess, run_in_subprocess
-from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
+from primer.loop.config import AgentConfig, RetryPolicy
 from primer.loop.messages import tool_use_block
 from primer.loop.model import (
     PermanentModelError,
@@ -60,8 +54,8 @@ def one_call_then_answer(name: str, args: dict) -> ScriptedLLM:
 
 def test_a_call_that_passes_its_timeout_becomes_an_error_result_and_the_run_goes_on():
     config = AgentConfig(tool_timeout_s=0.05, tool_retries=0)
-    result = run_agent(one_call_then_answer("slow_lookup", {"sku": "KB-100"}), "stock?",
-                       [slow_tool(0.5)], config=config)
+    result = run_production(one_call_then_answer("slow_lookup", {"sku": "KB-100"}), "stock?",
+                            [slow_tool(0.5)], config=config)
     (execution,) = result.executions
     assert result.stop_cause is StopCause.END_TURN
     assert execution.is_error and execution.error_kind == "timeout"
@@ -107,7 +101,7 @@ def test_a_timed_call_re_raises_the_tools_own_exception():
 def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exit():
     script = textwrap.dedent("""
         import threading
-        from primer import AgentConfig, ScriptedLLM, run_agent, tool, tool_reply
+        from primer import AgentConfig, ScriptedLLM, run_production, tool, tool_reply
 
         @tool
         def hang(sku: str) -> str:
@@ -119,7 +113,7 @@ def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exi
             threading.Event().wait()
 
         llm = ScriptedLLM([tool_reply(("hang", {"sku": "KB-100"})), "done"])
-        result = run_agent(llm, "go", [hang], config=AgentConfig(tool_timeout_s=0.1,
+        result = run_production(llm, "go", [hang], config=AgentConfig(tool_timeout_s=0.1,
                                                                  tool_retries=0))
         print(result.stop_cause.value, result.executions[0].error_kind)
     """)
@@ -134,8 +128,11 @@ def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exi
 # ---------------------------------------------------------------- the watched loop thread
 
 
-def test_with_a_timeout_a_single_call_runs_inline_in_the_loops_own_thread():
-    threads = {}
+def test_a_timed_run_keeps_its_loop_on_the_callers_thread_and_hands_each_call_to_a_worker():
+    import contextvars
+
+    threads: dict[str, list[threading.Thread]] = {"model": [], "tool": []}
+    seen = contextvars.ContextVar("seen", default="unset")
 
     @tool
     def where(n: int) -> str:
@@ -144,19 +141,26 @@ def test_with_a_timeout_a_single_call_runs_inline_in_the_loops_own_thread():
         Args:
             n: a number.
         """
-        threads["tool"] = threading.current_thread()
-        return "here"
+        threads["tool"].append(threading.current_thread())
+        return seen.get()
 
-    script = ScriptedLLM([tool_reply(("where", {"n": 1})), "done"])
+    script = ScriptedLLM([tool_reply(("where", {"n": 1})), tool_reply(("where", {"n": 2})),
+                          "done"])
 
     def model(**request):
-        threads.setdefault("model", threading.current_thread())
+        threads["model"].append(threading.current_thread())
         return script(**request)
 
-    result = run_agent(model, "go", [where], config=AgentConfig(tool_timeout_s=5.0))
+    seen.set("the caller's")
+    result = run_production(model, "go", [where], config=AgentConfig(tool_timeout_s=5.0))
     assert result.stop_cause is StopCause.END_TURN
-    assert threads["tool"] is threads["model"]  # no hand-off: the call ran in the loop's thread
-    assert threads["tool"] is not threading.current_thread() and threads["tool"].daemon
+    here = threading.current_thread()
+    assert threads["model"] == [here] * 3  # the loop ran on the caller's thread
+    assert all(t is not here and t.daemon for t in threads["tool"])  # each call on a worker
+    assert [e.content for e in result.executions] == ["the caller's"] * 2  # its context too
+    untimed = run_production(ScriptedLLM([tool_reply(("where", {"n": 1})), "done"]), "go",
+                             [where], config=AgentConfig(tool_timeout_s=None))
+    assert untimed.stop_cause is StopCause.END_TURN and threads["tool"][-1] is here
 
 
 def hanging_lookup(hangs: int):
@@ -182,7 +186,7 @@ def hanging_lookup(hangs: int):
 def test_a_hung_inline_call_is_answered_by_the_watchdog_and_a_read_only_one_is_retried():
     lookup, release, calls = hanging_lookup(hangs=1)
     llm = ScriptedLLM([tool_reply(("lookup", {"sku": "KB-100"})), "done"])
-    result = run_agent(llm, "go", [lookup], config=AgentConfig(tool_retries=1,
+    result = run_production(llm, "go", [lookup], config=AgentConfig(tool_retries=1,
                                                                sleep=lambda s: None))
     [e] = result.executions
     assert (e.content, e.attempts) == ("7 in stock", 2)
@@ -207,7 +211,7 @@ def test_a_hung_side_effect_is_answered_once_with_check_the_state_and_recorded_d
         return "refunded"
 
     llm = ScriptedLLM([tool_reply(("refund", {"order": "R-1"})), "done"])
-    result = run_agent(llm, "go", [refund], config=AgentConfig(checkpoint_dir=str(tmp_path)))
+    result = run_production(llm, "go", [refund], config=AgentConfig(checkpoint_dir=str(tmp_path)))
     release.set()
     [e] = result.executions
     assert e.error_kind == "timeout" and "Check the current state" in e.content
@@ -223,8 +227,8 @@ def test_after_a_hung_call_the_hooks_see_its_result_once_and_the_run_goes_on():
     log = CallLog()
     llm = ScriptedLLM([tool_reply(("lookup", {"sku": "A"})), tool_reply(("lookup", {"sku": "B"})),
                        "done"])
-    result = run_agent(llm, "go", [lookup], hooks=log,
-                       config=AgentConfig(tool_retries=0, sleep=lambda s: None))
+    result = run_production(llm, "go", [lookup], hooks=log,
+                            config=AgentConfig(tool_retries=0, sleep=lambda s: None))
     release.set()
     assert result.stop_cause is StopCause.END_TURN and len(result.steps) == 3
     assert [(x["input"]["sku"], x["error_kind"]) for x in log.log] == [("A", "timeout"),
@@ -332,7 +336,7 @@ def test_parallel_calls_draw_their_jitter_from_their_own_ids_however_threads_int
     config = AgentConfig(tool_retries=2, clock=clock, sleep=clock.sleep)
     llm = ScriptedLLM([tool_reply(("check_stock", {"sku": "KB-100"}, "toolu_a"),
                                   ("check_stock", {"sku": "MS-100"}, "toolu_b")), "done"])
-    result = run_agent(llm, "stock?", [check_stock], config=config)
+    result = run_production(llm, "stock?", [check_stock], config=config)
     assert all(not e.is_error and e.attempts == 2 for e in result.executions)
     expected = {RetryPolicy().delays(1, key=k)[0] for k in ("toolu_a", "toolu_b")}
     assert set(clock.slept) == expected
@@ -367,8 +371,8 @@ def test_errors_that_are_not_transient_are_not_retried():
 def test_every_attempt_is_recorded_in_the_steps_json():
     clock = ManualClock()
     config = AgentConfig(tool_retries=1, clock=clock, sleep=clock.sleep)
-    result = run_agent(one_call_then_answer("check_inventory", {"sku": "KB-100"}), "stock?",
-                       [InventoryAPI(fail_first=1).tool()], config=config)
+    result = run_production(one_call_then_answer("check_inventory", {"sku": "KB-100"}), "stock?",
+                            [InventoryAPI(fail_first=1).tool()], config=config)
     record = json.loads(json.dumps(result.to_dict()))["steps"][0]["executions"][0]
     assert record["attempts"] == 2
     assert [a["kind"] for a in record["attempt_log"]] == ["rate_limited", "ok"]
@@ -443,8 +447,8 @@ def test_a_transient_model_error_is_retried_for_that_call_alone_and_no_tool_runs
     failed_usage = Usage(1200, 0)
     llm = FlakyModel(one_call_then_answer("lookup", {"sku": "KB-100"}), on_call=2,
                      errors=[TransientModelError("529 overloaded", usage=failed_usage)])
-    result = run_agent(llm, "stock?", [lookup],
-                       config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
+    result = run_production(llm, "stock?", [lookup],
+                            config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "done"
     assert runs == ["KB-100"] and llm.calls == 3
     (record,) = result.steps[1].model_retries
@@ -458,8 +462,8 @@ def test_a_model_that_keeps_failing_ends_the_run_with_model_error_and_the_work_k
     clock = ManualClock()
     llm = FlakyModel(one_call_then_answer("lookup", {"sku": "KB-100"}), on_call=2,
                      errors=[TransientModelError("429 rate limited", retry_after_s=5.0)] * 3)
-    result = run_agent(llm, "stock?", [lookup],
-                       config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
+    result = run_production(llm, "stock?", [lookup],
+                            config=AgentConfig(clock=clock, sleep=clock.sleep, model_retries=2))
     assert result.stop_cause is StopCause.MODEL_ERROR
     assert "gave up after 3 failed attempts" in result.stop_detail
     assert runs == ["KB-100"] and len(result.steps) == 1
@@ -471,7 +475,7 @@ def test_a_permanent_model_error_ends_the_run_at_once_without_waiting():
     clock = ManualClock()
     llm = FlakyModel(ScriptedLLM(["done"]), on_call=1,
                      errors=[PermanentModelError("400 invalid request: bad tool schema")])
-    result = run_agent(llm, "hi", config=AgentConfig(clock=clock, sleep=clock.sleep))
+    result = run_production(llm, "hi", config=AgentConfig(clock=clock, sleep=clock.sleep))
     assert result.stop_cause is StopCause.MODEL_ERROR and "400 invalid request" in \
         result.stop_detail
     assert clock.slept == [] and llm.calls == 1

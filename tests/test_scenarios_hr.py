@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from primer.loop.loop import run_agent
+from primer.harness.production import run_production
 from primer.loop.state import StopCause
 from primer.loop.tools import ToolError
 from primer.scenarios import get_demo, hr
@@ -65,7 +65,7 @@ def test_the_answer_states_12_days_and_cites_hr_001():
                                                  ("bad_date", "tool_error")])
 def test_a_broken_balance_call_comes_back_as_an_error_and_is_fixed_next_step(mistake,
                                                                           error_kind):
-    result = run_agent(hr.make_llm(mistake), hr.TASK, hr.make_tools(), system=hr.SYSTEM)
+    result = run_production(hr.make_llm(mistake), hr.TASK, hr.make_tools(), system=hr.SYSTEM)
     failed = result.steps[0].executions[1]
     assert failed.is_error and failed.error_kind == error_kind
     fixed = result.steps[1].executions[0]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from primer.harness.retry import RetryPolicy
-from primer.loop.cost import cost_usd
-from primer.loop.loop import run_agent
+from primer.harness.production import run_production
+from primer.loop.config import RetryPolicy
+from primer.loop.model import cost_usd
 from primer.loop.state import StopCause
 from primer.scenarios import get_demo
 from primer.scenarios import inventory as inv
@@ -95,8 +95,8 @@ def test_after_a_refund_times_out_checking_state_pays_once_and_asking_again_pays
         tmp_path, check_first, refunds):
     ledger = RefundLedger(tmp_path / "ledger.sqlite")
     desk = inv.RefundDesk(ledger, confirm_delay_s=1.0, timeout_s=0.2)
-    result = run_agent(inv.refund_llm(check_first=check_first), inv.REFUND_TASK, desk.tools(),
-                       config=inv.story_config(inv.ManualClock(), max_steps=4))
+    result = run_production(inv.refund_llm(check_first=check_first), inv.REFUND_TASK, desk.tools(),
+                            config=inv.story_config(inv.ManualClock(), max_steps=4))
     assert result.executions[0].error_kind == "timeout"
     assert len(ledger.refunds("R-1001")) == refunds
     if check_first:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from primer.harness.production import run_production
 from primer.harness.sessions.session import Session
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import user_message
 from primer.loop.state import StopCause
 from primer.scenarios import support_chat
@@ -56,8 +56,8 @@ def test_both_together_with_one_order_known_asks_for_the_other():
 
 
 def test_a_failed_tool_is_reported_to_the_customer_with_its_error():
-    result = run_agent(support_chat.make_llm(), "What does order Z999 cost in total?",
-                       support_chat.make_tools(), config=AgentConfig(max_steps=3))
+    result = run_production(support_chat.make_llm(), "What does order Z999 cost in total?",
+                            support_chat.make_tools(), config=AgentConfig(max_steps=3))
     assert result.final_text.startswith("I could not finish that: No order with id 'Z999'")
 
 

@@ -12,8 +12,8 @@ from primer.harness.evals.scorers import (
     ToolsInOrder,
     scorer_name,
 )
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
 from primer.scenarios import get_demo
 from primer.scenarios.relay import next_code, peek_code
@@ -21,8 +21,8 @@ from primer.scenarios.suite import scripted_judge
 
 
 def run(*replies, **config):
-    return run_agent(ScriptedLLM(list(replies)), "what is it?", [next_code, peek_code],
-                     config=AgentConfig(**config))
+    return run_production(ScriptedLLM(list(replies)), "what is it?", [next_code, peek_code],
+                          config=AgentConfig(**config))
 
 
 def test_answer_contains_needs_every_text_and_an_answer():

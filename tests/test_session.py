@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from primer.harness.durable.checkpoint import approve
+from primer.harness.production import run_production
 from primer.harness.request_check import messages_problems
 from primer.harness.sessions.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
 from primer.loop.config import AgentConfig
-from primer.loop.history import UNANSWERED_RESULT
-from primer.loop.loop import run_agent
+from primer.loop.messages import UNANSWERED_RESULT
 from primer.loop.model import ScriptedLLM, ScriptExhausted, Usage, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
@@ -39,8 +39,8 @@ def test_the_second_answer_uses_the_first_without_looking_the_order_up_again(two
 
 
 def test_the_same_question_without_the_conversation_cannot_be_answered():
-    alone = run_agent(support_chat.make_llm(), support_chat.QUESTIONS[1],
-                      support_chat.make_tools(), system=support_chat.SYSTEM)
+    alone = run_production(support_chat.make_llm(), support_chat.QUESTIONS[1],
+                           support_chat.make_tools(), system=support_chat.SYSTEM)
     assert alone.final_text == "Which order is it? Please give me the order id, for example A123."
     assert alone.executions == []
 
@@ -80,9 +80,9 @@ def test_limits_apply_to_each_turn_not_to_the_session():
 
 
 def test_a_history_left_by_a_crashed_run_is_repaired_and_the_turn_records_it():
-    crashed = run_agent(ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"}))]),
-                        support_chat.QUESTIONS[0], support_chat.make_tools(),
-                        config=AgentConfig(max_steps=1)).messages[:2]
+    crashed = run_production(ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"}))]),
+                             support_chat.QUESTIONS[0], support_chat.make_tools(),
+                             config=AgentConfig(max_steps=1)).messages[:2]
     session = support_session(messages=crashed)
     session.send("Are you still there? What does order A123 cost in total with 18% GST?")
     call_id = crashed[1]["content"][-1]["id"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from primer.harness.production import run_production
 from primer.harness.skills import Skill, SkillBook
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, estimate_tokens, tool_reply
 from primer.loop.state import StopCause
 
@@ -28,14 +28,14 @@ def test_the_index_is_smaller_than_the_full_prompt_by_the_skills_text():
 
 def test_load_skill_brings_the_full_text_into_the_history():
     llm = ScriptedLLM([tool_reply(("load_skill", {"name": "refunds"})), "done"])
-    result = run_agent(llm, "refund me", [BOOK.load_tool()], system=BOOK.index_prompt())
+    result = run_production(llm, "refund me", [BOOK.load_tool()], system=BOOK.index_prompt())
     assert result.stop_cause is StopCause.END_TURN
     assert "Step one." in result.executions[0].content
 
 
 def test_an_unknown_skill_name_is_refused_with_the_real_names():
     llm = ScriptedLLM([tool_reply(("load_skill", {"name": "taxes"})), "done"])
-    result = run_agent(llm, "t", [BOOK.load_tool()])
+    result = run_production(llm, "t", [BOOK.load_tool()])
     e = result.executions[0]
     assert e.error_kind == "invalid_input" and "refunds" in e.content and "shipping" in e.content
 

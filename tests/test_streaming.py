@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from primer.harness.streaming import CUTS, DELTA_KINDS, DeltaRelay, pieces, wire_events
+from primer.harness.production import run_production
+from primer.harness.streaming import CUTS, DeltaRelay, StreamingScriptedLLM, pieces, wire_events
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
-from primer.loop.model import ScriptedLLM, text_reply, tool_reply
+from primer.loop.model import DELTA_KINDS, ScriptedLLM, text_reply, tool_reply
 from primer.loop.tools import tool
 
 MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
@@ -97,9 +97,9 @@ def test_a_streaming_scripted_model_gives_the_same_run_and_shows_it_as_it_goes()
     script = [tool_reply(("get_order", {"order_id": "A123"}), text="Looking it up.",
                          thinking="I need the order."), text_reply("It costs 5900.")]
     seen = []
-    streamed = run_agent(ScriptedLLM(script, stream=True), "task", [get_order],
-                         on_event=lambda kind, data: seen.append((kind, data)))
-    plain = run_agent(ScriptedLLM(script), "task", [get_order])
+    streamed = run_production(StreamingScriptedLLM(script), "task", [get_order],
+                              on_event=lambda kind, data: seen.append((kind, data)))
+    plain = run_production(ScriptedLLM(script), "task", [get_order])
     assert streamed.messages == plain.messages and streamed.usage == plain.usage
     assert streamed.rows() == plain.rows()
     text = [(d["step"], d["text"]) for k, d in seen if k == "text_delta"]
@@ -114,8 +114,8 @@ def test_deltas_go_to_on_event_but_never_into_the_trace(tmp_path):
     from primer.harness.tracing.trace import load_trace
 
     seen = []
-    run_agent(ScriptedLLM(["Hello there."], stream=True), "task", trace=tmp_path / "t.jsonl",
-              on_event=lambda kind, data: seen.append(kind))
+    run_production(StreamingScriptedLLM(["Hello there."]), "task", trace=tmp_path / "t.jsonl",
+                   on_event=lambda kind, data: seen.append(kind))
     assert "text_delta" in seen
     assert "text_delta" not in [e["event"] for e in load_trace(tmp_path / "t.jsonl").events]
 
@@ -135,8 +135,8 @@ def test_a_scripted_model_cut_off_by_max_tokens_streams_and_runs_nothing():
 
     script = [tool_reply(("calculator", {"expression": "2500 * 2 * 1.18"}),
                          text="The total with GST is")]
-    result = run_agent(ScriptedLLM(script, stream=True), "task", [calculator],
-                       config=AgentConfig(max_tokens=5))
+    result = run_production(StreamingScriptedLLM(script), "task", [calculator],
+                            config=AgentConfig(max_tokens=5))
     assert result.stop_cause.value == "max_tokens" and ran == []
     assert result.executions[0].error_kind == "not_run"
 
@@ -146,6 +146,6 @@ def test_a_trace_read_back_marks_the_steps_that_thought(tmp_path):
 
     script = [tool_reply(("get_order", {"order_id": "A123"}), thinking="I need the order."),
               text_reply("It costs 5900.")]
-    run_agent(ScriptedLLM(script), "task", [get_order], trace=tmp_path / "t.jsonl")
+    run_production(ScriptedLLM(script), "task", [get_order], trace=tmp_path / "t.jsonl")
     rows = load_trace(tmp_path / "t.jsonl").rows()
     assert [r["tool calls"].startswith("[thought]") for r in rows] == [True, False]

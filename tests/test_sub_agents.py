@@ -8,13 +8,14 @@ import pytest
 
 from primer.harness.allowance import RunScope, running
 from primer.harness.hooks import Hooks
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock
 from primer.harness.sub_agents import sub_agent_tool
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
+from primer.loop.loop import start_run
 from primer.loop.model import ScriptedLLM, Usage, estimate_tokens, tool_reply
-from primer.loop.state import RunState, StopCause
-from primer.loop.tools import ToolRegistry, tool
+from primer.loop.state import StopCause
+from primer.loop.tools import tool
 
 
 @tool
@@ -40,8 +41,8 @@ def helper(config=None, make_llm=child_llm):
 def parent(helper_tool, budget=50_000, budget_check="after"):
     llm = ScriptedLLM([tool_reply(("investigate", {"task": "summarise the errors"})),
                        "The payment service failed three times."])
-    return run_agent(llm, "what went wrong?", [helper_tool],
-                     config=AgentConfig(token_budget=budget, offer_handoff=False,
+    return run_production(llm, "what went wrong?", [helper_tool],
+                          config=AgentConfig(token_budget=budget, offer_handoff=False,
                                         budget_check=budget_check))
 
 
@@ -104,8 +105,8 @@ def test_a_child_gets_at_most_the_parents_remaining_dollars_steps_and_seconds():
         clock.advance(4.0)  # each parent call takes 4 s
         return llm(**kw)
 
-    result = run_agent(clocked_llm, "what went wrong?", [h],
-                       config=AgentConfig(max_steps=3, cost_budget_usd=0.05, token_budget=None,
+    result = run_production(clocked_llm, "what went wrong?", [h],
+                            config=AgentConfig(max_steps=3, cost_budget_usd=0.05, token_budget=None,
                                           wall_clock_s=10.0, clock=clock, offer_handoff=False))
     given = h.fn.configs[0]
     first = result.steps[0]
@@ -118,8 +119,8 @@ def test_a_child_gets_at_most_the_parents_remaining_dollars_steps_and_seconds():
 
 def test_a_child_the_parent_has_nothing_left_for_does_not_run():
     h = helper()
-    state = RunState(config=AgentConfig(token_budget=1000), system="", messages=[],
-                     registry=ToolRegistry([]), tool_defs=[], usage=Usage(900, 100))
+    state = start_run(ScriptedLLM([]), "hi", config=AgentConfig(token_budget=1000))
+    state.usage = Usage(900, 100)
     with running(state):
         out = h.fn(task="summarise the errors")
     assert h.fn.runs == []
@@ -132,8 +133,8 @@ def test_children_run_one_after_another_each_get_what_the_one_before_left():
     two = ScriptedLLM([tool_reply(("investigate", {"task": "day one"}),
                                   ("investigate", {"task": "day two"})), "done"])
     budget = 2_000
-    result = run_agent(two, "what went wrong?", [h],
-                       config=AgentConfig(token_budget=budget, offer_handoff=False,
+    result = run_production(two, "what went wrong?", [h],
+                            config=AgentConfig(token_budget=budget, offer_handoff=False,
                                           max_tokens=64, max_parallel_tools=1))
     left = budget - result.steps[0].usage.total_tokens
     first, second = h.fn.runs
@@ -163,8 +164,8 @@ def test_two_children_running_at_once_never_hold_more_than_is_left():
 
     two = ScriptedLLM([tool_reply(("investigate", {"task": "day one"}),
                                   ("investigate", {"task": "day two"})), "done"])
-    result = run_agent(two, "what went wrong?", [h], hooks=Hooks(after_tool=after_tool),
-                       config=AgentConfig(token_budget=5_000, offer_handoff=False))
+    result = run_production(two, "what went wrong?", [h], hooks=Hooks(after_tool=after_tool),
+                            config=AgentConfig(token_budget=5_000, offer_handoff=False))
     assert len(h.fn.runs) == 1  # the first to ask held everything that was left
     assert sum(x.startswith("The helper did not run: the run has no tokens") for x in shares) == 1
     assert h.fn.configs[0].token_budget == 5_000 - result.steps[0].usage.total_tokens
@@ -177,8 +178,7 @@ def test_called_outside_a_run_a_child_has_its_own_limits():
 
 
 def test_nothing_is_held_for_a_run_once_its_next_reply_comes():
-    state = RunState(config=AgentConfig(token_budget=1000), system="", messages=[],
-                     registry=ToolRegistry([]), tool_defs=[])
+    state = start_run(ScriptedLLM([]), "hi", config=AgentConfig(token_budget=1000))
     scope = RunScope(state)
     first = scope.take()
     assert first.tokens == 1000 and scope.take().tokens == 0  # all of it is held

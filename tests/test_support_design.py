@@ -9,8 +9,7 @@ import pytest
 
 from primer.course.support_design import Safeguards, SupportDesign, ToolPlan
 from primer.loop.config import AgentConfig
-from primer.loop.cost import Prices, cost_usd
-from primer.loop.model import Usage
+from primer.loop.model import Prices, Usage, cost_usd
 
 SAFE_TOOLS = (ToolPlan("get_order", "look up an order"),
               ToolPlan("issue_refund", "refund", side_effecting=True, needs_approval=True),

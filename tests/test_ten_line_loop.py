@@ -8,8 +8,8 @@ import inspect
 import pytest
 
 from primer.harness.request_check import check_messages
+from primer.loop.mini import ten_line_loop
 from primer.loop.model import ScriptedLLM, ScriptExhausted, text_reply, tool_reply
-from primer.loop.ten_line_loop import ten_line_loop
 from primer.loop.tools import ToolRegistry, tool
 from primer.scenarios import hr, orders
 

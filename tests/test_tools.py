@@ -10,15 +10,9 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from primer.loop.tools import (
-    Tool,
-    ToolError,
-    ToolRegistry,
-    execute_tools,
-    idempotency_key,
-    result_text,
-    tool,
-)
+from primer.loop.messages import result_text
+from primer.loop.steps import execute_tools
+from primer.loop.tools import Tool, ToolError, ToolRegistry, idempotency_key, tool
 
 
 @tool

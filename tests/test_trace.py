@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from primer.harness.production import run_production
 from primer.harness.tracing.redaction import REDACTED
 from primer.harness.tracing.replay import ReplayLLM, replay
 from primer.harness.tracing.trace import (
@@ -19,9 +20,7 @@ from primer.harness.tracing.trace import (
     redact,
 )
 from primer.loop.config import AgentConfig
-from primer.loop.cost import cost_usd
-from primer.loop.loop import run_agent
-from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.model import ScriptedLLM, cost_usd, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import ToolError, tool
 
@@ -55,7 +54,7 @@ def script():
 
 def record(tmp_path, **kwargs):
     path = tmp_path / "run.jsonl"
-    result = run_agent(script(), "What do A1 and B2 cost?", [get_price], trace=path, **kwargs)
+    result = run_production(script(), "What do A1 and B2 cost?", [get_price], trace=path, **kwargs)
     return path, result
 
 
@@ -122,7 +121,7 @@ def test_a_planted_api_key_never_reaches_the_trace_file(tmp_path):
 
     llm = ScriptedLLM([tool_reply(("leaky", {"q": key})), f"done, the key was {key}"])
     path = tmp_path / "leak.jsonl"
-    result = run_agent(llm, f"use {key}", [leaky], trace=path)
+    result = run_production(llm, f"use {key}", [leaky], trace=path)
     text = path.read_text()
     assert result.stop_cause is StopCause.END_TURN
     assert key not in text and "PLANTED" not in text
@@ -133,7 +132,7 @@ def test_a_run_killed_mid_way_keeps_every_event_before_the_kill(tmp_path):
     path = tmp_path / "killed.jsonl"
     code = textwrap.dedent(f"""
         import os, signal
-        from primer import ScriptedLLM, run_agent, tool, tool_reply
+        from primer import ScriptedLLM, run_production, tool, tool_reply
 
         calls = []
 
@@ -146,7 +145,7 @@ def test_a_run_killed_mid_way_keeps_every_event_before_the_kill(tmp_path):
             return f"step {{n}} done"
 
         llm = ScriptedLLM([tool_reply(("step", {{"n": k}})) for k in (1, 2, 3, 4)] + ["done"])
-        run_agent(llm, "do four steps", [step], trace={str(path)!r})
+        run_production(llm, "do four steps", [step], trace={str(path)!r})
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           timeout=60)
@@ -253,7 +252,7 @@ def test_replay_reproduces_a_budget_stop_from_the_recorded_usage(tmp_path):
 
 def test_replay_llm_returns_recorded_replies_in_order_then_refuses(tmp_path):
     path, result = record(tmp_path)
-    llm = ReplayLLM(load_trace(path).replies())
+    llm = ReplayLLM(load_trace(path).sent_replies())
     got = [llm(system="", messages=[], tools=[], max_tokens=10) for _ in result.steps]
     assert [r.to_dict() for r in got] == [s.reply.to_dict() for s in result.steps]
     with pytest.raises(RuntimeError, match="recorded 3 model replies"):
@@ -272,8 +271,8 @@ def test_trace_totals_include_failed_model_attempts_that_were_retried(tmp_path):
         return inner(**kwargs)
 
     path = tmp_path / "retry.jsonl"
-    result = run_agent(flaky, "What do A1 and B2 cost?", [get_price], trace=path,
-                       config=AgentConfig(sleep=lambda s: None))
+    result = run_production(flaky, "What do A1 and B2 cost?", [get_price], trace=path,
+                            config=AgentConfig(sleep=lambda s: None))
     assert any(e["event"] == "model_retry" for e in lines(path))
     rows = load_trace(path).rows()
     assert rows[-1]["tokens so far"] == result.usage.total_tokens

@@ -17,10 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from primer.harness.production import run_production
 from primer.harness.tracing.redaction import REDACTED, redact
 from primer.harness.tracing.trace import _OUTSIDE, TraceWriter
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.tools import ToolError, tool
 
@@ -141,8 +141,8 @@ def test_the_loops_own_step_events_take_the_short_look():
     seen: list[tuple[str, dict[str, Any]]] = []
     llm = ScriptedLLM([tool_reply(("flaky", {"n": 1}), ("flaky", {"n": 2})),
                        tool_reply(("missing", {})), tool_reply(("flaky", {"n": "x"})), "done"])
-    run_agent(llm, "go", [flaky], config=AgentConfig(tool_retries=1),
-              on_event=lambda kind, data: seen.append((kind, data)))
+    run_production(llm, "go", [flaky], config=AgentConfig(tool_retries=1),
+                   on_event=lambda kind, data: seen.append((kind, data)))
     steps = [(k, d) for k, d in seen if k in _OUTSIDE]
     assert {k for k, _ in steps} == {"model_call", "tool_execution"} and len(steps) >= 8
     assert [k for k, d in steps if _OUTSIDE[k](d) is None] == []

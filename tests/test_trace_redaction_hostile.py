@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from primer.harness.production import run_production
 from primer.harness.tracing.redaction import redact
 from primer.harness.tracing.trace import TraceWriter, _line
-from primer.loop.loop import run_agent
 from primer.loop.model import Reply, ScriptedLLM, Usage, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
@@ -147,8 +147,8 @@ def test_a_tool_result_spelled_with_a_case_fold_is_redacted_in_a_run() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "run.jsonl"
-        run_agent(ScriptedLLM([tool_reply(("lookup", {"q": "x"})), "done"]), "go", [lookup],
-                  on_event=TraceWriter(path))
+        run_production(ScriptedLLM([tool_reply(("lookup", {"q": "x"})), "done"]), "go", [lookup],
+                       on_event=TraceWriter(path))
         assert "swordfish" not in path.read_text()
 
 
@@ -174,7 +174,7 @@ def test_a_model_reply_with_odd_types_in_its_fields_leaves_no_key_in_the_trace(
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "run.jsonl"
-        run_agent(llm, "go", [], on_event=TraceWriter(path))
+        run_production(llm, "go", [], on_event=TraceWriter(path))
         assert KEY not in path.read_text()
 
 
@@ -185,7 +185,7 @@ def test_a_stop_reason_that_is_not_a_string_ends_the_run_with_model_error(
     def llm(**_: Any) -> Reply:
         return Reply([{"type": "text", "text": "done"}], stop_reason, Usage(1, 1), "m")
 
-    result = run_agent(llm, "go", [])
+    result = run_production(llm, "go", [])
     assert result.stop_cause is StopCause.MODEL_ERROR
     assert "stop_reason of type" in result.stop_detail and KEY not in result.stop_detail
 
@@ -198,6 +198,6 @@ def test_a_stop_reason_that_is_an_enum_of_str_is_read_as_its_plain_string() -> N
     def llm(**_: Any) -> Reply:
         return Reply([{"type": "text", "text": "done"}], Why.END, Usage(1, 1), "m")
 
-    result = run_agent(llm, "go", [])
+    result = run_production(llm, "go", [])
     assert result.stop_cause is StopCause.END_TURN
     assert type(result.steps[-1].reply.stop_reason) is str

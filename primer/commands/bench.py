@@ -5,16 +5,18 @@ variants run in alternating rounds in one process, and each figure is the median
 rounds, so a busy machine slows every variant alike. The exception is the trace writer's
 extra µs per step (item 2). The load average is printed first.
 
-1. **Overhead per step** (µs/step) of :func:`run_agent` driven by a zero-latency model
+1. **Overhead per step** (µs/step) of
+   :func:`~primer.harness.production.run_production` driven by a zero-latency model
    (:class:`ZeroLatencyLLM`: prebuilt replies, fixed usage) asking for one trivial tool call
    per step, against :func:`hand_written_loop`, the loop lesson 03 would write in 30 lines
    (call the model with the whole history, run each requested tool, append the results,
    stop when no tool is asked for) driven by the same model. Targets: at most
    :data:`DEFAULT_RATIO_TARGET` times the hand-written loop with the default config (a 30 s
-   tool timeout, so every call is watched), at most :data:`NO_TIMEOUT_RATIO_TARGET` times
-   with ``tool_timeout_s=None``; and flat, the 1,000-step figure at most
-   :data:`FLATNESS_TARGET` times the 200-step one (the harness keeps its token estimate,
-   usage totals and repeat counts incrementally).
+   tool timeout: each call is handed to a worker thread and waited for, the loop staying on
+   the caller's thread), at most :data:`NO_TIMEOUT_RATIO_TARGET` times with
+   ``tool_timeout_s=None``; and flat, the 1,000-step figure at most :data:`FLATNESS_TARGET`
+   times the 200-step one (the loop keeps its token estimate, usage totals and repeat counts
+   incrementally). The core's own :func:`~primer.loop.loop.run_agent` is reported beside.
 2. **The trace writer**: the extra µs per step of the same run with ``trace=PATH`` (a JSON
    Lines event per model call and per tool call, flushed per line). Target: at most
    :data:`TRACE_TARGET_US`, judged on each variant's fastest round (the median is printed
@@ -30,13 +32,19 @@ extra µs per step (item 2). The load average is printed first.
    (synchronous, sleeping) tools of 50–300 ms, seeded, divided by the slowest call, for N in
    1, 2, 4, 8, 16, 32. Target: at most :data:`FANOUT_TARGET` at 8 calls.
 5. **The async loop**: µs per step of :func:`~primer.harness.async_loop.run_agent_async`
-   beside ``run_agent`` (1,000 steps, side by side), with an ``async def`` zero-latency model
-   and tool (:class:`AsyncZeroLatencyLLM`, :data:`async_noop`: the event loop's own cost),
-   and with the sync model and tool (each handed to a worker thread and back: two thread
-   hops a step). Reported, no target. And its **fan-out**: one turn of
-   :data:`ASYNC_FANOUT_CALLS` ``async def`` tools of :data:`ASYNC_FANOUT_S` each, wall time
-   divided by the slowest call. Target: at most :data:`FANOUT_TARGET`.
+   beside ``run_production`` (1,000 steps, side by side, default config), with an
+   ``async def`` zero-latency model and tool (:class:`AsyncZeroLatencyLLM`,
+   :data:`async_noop`: the event loop's own cost), and with the sync model and tool (each
+   handed to a worker thread and back). Targets: at most :data:`ASYNC_RATIO_TARGET` and
+   :data:`ASYNC_SYNC_RATIO_TARGET` times the sync loop (what they were when the two loops
+   still had a body each). And its **fan-out**: one turn of :data:`ASYNC_FANOUT_CALLS`
+   ``async def`` tools of :data:`ASYNC_FANOUT_S` each, wall time divided by the slowest
+   call. Target: at most :data:`FANOUT_TARGET`.
 6. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
+7. **Import time** of the core (``import primer.loop.loop, primer.loop.mini`` in a fresh
+   interpreter) over a bare interpreter, fastest of several starts. Target: at most
+   :data:`IMPORT_TARGET_MS` ms (``jsonschema`` and ``pydantic`` load when a tool or an
+   output model first needs them).
 
 Figures are wall-clock µs; the overhead lines also give CPU µs (all threads of the process),
 and each ratio its CPU-time figure (on a machine shared with other work, wall time
@@ -53,6 +61,8 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -60,14 +70,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
 from primer.loop.loop import run_agent
-from primer.loop.messages import Message, text_block, tool_use_block
+from primer.loop.messages import Block, Message, text_block, tool_use_block
 from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
 from primer.loop.tools import Tool, tool
 from primer.scenarios.parallel import seeded_latencies, waiting_tool
 
 #: Targets the benchmark checks (see the module docstring).
+IMPORT_TARGET_MS = 100.0
+ASYNC_RATIO_TARGET = 2.4
+ASYNC_SYNC_RATIO_TARGET = 5.1
 DEFAULT_RATIO_TARGET = 25.0
 NO_TIMEOUT_RATIO_TARGET = 10.0
 FLATNESS_TARGET = 1.2
@@ -158,7 +172,7 @@ def hand_written_loop(llm: Callable[..., Reply], task: str, tools: Iterable[Tool
         calls = [b for b in reply.content if b["type"] == "tool_use"]
         if not calls:
             break
-        results = []
+        results: list[Block] = []
         for call in calls:
             try:
                 content, is_error = str(by_name[call["name"]].fn(**call["input"])), False
@@ -202,9 +216,17 @@ class Overhead:
 Variant = Callable[[int], None]
 
 
+def core_variant(steps: int) -> None:
+    """The core's :func:`~primer.loop.loop.run_agent` for ``steps`` steps (no time limits,
+    no retries: nothing plugged in)."""
+    result = run_agent(ZeroLatencyLLM(steps), "benchmark", [noop], config=bench_config(steps))
+    if len(result.steps) != steps or result.stop_cause.value != "end_turn":
+        raise RuntimeError(f"benchmark run took {len(result.steps)} steps, expected {steps}")
+
+
 def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyLLM,
                   tools: tuple[Tool, ...] = (noop,), **config: Any) -> Variant:
-    """A variant that runs ``run_agent`` for ``steps`` steps with ``bench_config`` plus
+    """A variant that runs ``run_production`` for ``steps`` steps with ``bench_config`` plus
     ``config``. Raises ``RuntimeError`` if a run does not take exactly ``steps`` steps
     and end with ``end_turn`` (the figure would then measure something else)."""
     def run(steps: int) -> None:
@@ -215,8 +237,8 @@ def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyL
         trace = extra.pop("trace", None)
         if trace is not None:
             trace = os.path.join(trace, "run.jsonl")
-        result = run_agent(make_llm(steps), "benchmark", list(tools),
-                           config=bench_config(steps, **extra), trace=trace)
+        result = run_production(make_llm(steps), "benchmark", list(tools),
+                                config=bench_config(steps, **extra), trace=trace)
         if len(result.steps) != steps or result.stop_cause.value != "end_turn":
             raise RuntimeError(f"benchmark run took {len(result.steps)} steps and stopped "
                                f"with {result.stop_cause.value}, expected {steps} and end_turn")
@@ -299,7 +321,7 @@ def fan_out(calls: int, *, seed: int = 0, repeats: int = 3) -> FanOut:
     for _ in range(repeats):
         config = bench_config(2, max_parallel_tools=max(FANOUT_SIZES))
         start = time.perf_counter()
-        run_agent(ScriptedLLM(script), "fan out", [wait], config=config)
+        run_production(ScriptedLLM(script), "fan out", [wait], config=config)
         walls.append(time.perf_counter() - start)
     return FanOut(calls, statistics.median(walls), max(latencies))
 
@@ -338,7 +360,7 @@ def peak_memory_mib(steps: int = 1_000) -> float:
     """Peak traced memory (MiB) of one run of ``steps`` steps with the zero-latency model."""
     tracemalloc.start()
     try:
-        run_agent(ZeroLatencyLLM(steps), "benchmark", [noop], config=bench_config(steps))
+        run_production(ZeroLatencyLLM(steps), "benchmark", [noop], config=bench_config(steps))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -377,25 +399,27 @@ def _line(text: str, value: float, target: float, cpu: float | None = None) -> b
 
 def _overhead(rounds: int) -> bool:
     variants = {"hand-written loop": hand_variant,
-                "run_agent, default config": agent_variant(),
-                "run_agent, tool_timeout_s=None": agent_variant(tool_timeout_s=None)}
+                "run_production, default config": agent_variant(),
+                "run_production, tool_timeout_s=None": agent_variant(tool_timeout_s=None),
+                "run_agent, the core alone": core_variant}
     print(f"harness overhead (zero-latency model, one tool call a step; median of {rounds} "
           f"rounds, the variants side by side):", flush=True)
     by_steps = {n: side_by_side(variants, n, rounds * 1_000 // n) for n in (200, 1_000)}
     for n, figures in by_steps.items():
         for name, o in figures.items():
-            print(f"  {n:>5,} steps, {name:31}: {o.wall_us:7.1f} µs/step wall, "
+            print(f"  {n:>5,} steps, {name:36}: {o.wall_us:7.1f} µs/step wall, "
                   f"{o.cpu_us:7.1f} CPU", flush=True)
     at_1000, hand = by_steps[1_000], by_steps[1_000]["hand-written loop"]
+    default, untimed = (at_1000["run_production, default config"],
+                        at_1000["run_production, tool_timeout_s=None"])
     ok = _line("1,000 steps, default config vs the hand-written loop",
-               at_1000["run_agent, default config"].wall_us / hand.wall_us,
-               DEFAULT_RATIO_TARGET, at_1000["run_agent, default config"].cpu_us / hand.cpu_us)
+               default.wall_us / hand.wall_us, DEFAULT_RATIO_TARGET,
+               default.cpu_us / hand.cpu_us)
     ok &= _line("1,000 steps, tool_timeout_s=None vs the hand-written loop",
-                at_1000["run_agent, tool_timeout_s=None"].wall_us / hand.wall_us,
-                NO_TIMEOUT_RATIO_TARGET,
-                at_1000["run_agent, tool_timeout_s=None"].cpu_us / hand.cpu_us)
-    for name in ("run_agent, default config", "run_agent, tool_timeout_s=None"):
-        ok &= _line(f"growth 200 -> 1,000 steps, {name.removeprefix('run_agent, ')}",
+                untimed.wall_us / hand.wall_us, NO_TIMEOUT_RATIO_TARGET,
+                untimed.cpu_us / hand.cpu_us)
+    for name in ("run_production, default config", "run_production, tool_timeout_s=None"):
+        ok &= _line(f"growth 200 -> 1,000 steps, {name.removeprefix('run_production, ')}",
                     by_steps[1_000][name].wall_us / by_steps[200][name].wall_us,
                     FLATNESS_TARGET)
     scripted = side_by_side({"scripted": agent_variant(scripted_llm, tool_timeout_s=None)},
@@ -431,20 +455,46 @@ def _checkpoints(rounds: int, scratch: str) -> bool:
 
 
 def _async(rounds: int, quick: bool) -> bool:
-    variants = {"run_agent, default config": agent_variant(),
+    variants = {"run_production, default config": agent_variant(),
                 "run_agent_async, async model and tool": async_variant(),
                 "run_agent_async, sync model and tool": async_variant(ZeroLatencyLLM, (noop,))}
     figures = side_by_side(variants, 1_000, rounds)
     print(f"async loop (zero-latency model, one tool call a step, 1,000 steps; median of "
           f"{rounds} rounds, side by side):", flush=True)
-    sync = figures["run_agent, default config"].wall_us
     for name, o in figures.items():
-        print(f"  {name:38}: {o.wall_us:7.1f} µs/step wall, {o.cpu_us:7.1f} CPU"
-              + ("" if o.wall_us == sync else f"  ({o.wall_us / sync:.1f}x the sync loop)"),
-              flush=True)
+        print(f"  {name:38}: {o.wall_us:7.1f} µs/step wall, {o.cpu_us:7.1f} CPU", flush=True)
+    sync = figures["run_production, default config"]
+    ok = True
+    for name, target in (("run_agent_async, async model and tool", ASYNC_RATIO_TARGET),
+                         ("run_agent_async, sync model and tool", ASYNC_SYNC_RATIO_TARGET)):
+        o = figures[name]
+        ok &= _line(f"{name.removeprefix('run_agent_async, ')} vs the sync loop",
+                    o.wall_us / sync.wall_us, target, o.cpu_us / sync.cpu_us)
     f = async_fan_out(repeats=1 if quick else 3)
-    return _line(f"async fan-out, {f.calls} async tools of {ASYNC_FANOUT_S * 1000:g} ms "
-                 f"(wall / slowest call)", f.efficiency, FANOUT_TARGET)
+    return ok & _line(f"async fan-out, {f.calls} async tools of {ASYNC_FANOUT_S * 1000:g} ms "
+                      f"(wall / slowest call)", f.efficiency, FANOUT_TARGET)
+
+
+def import_ms(code: str = "import primer.loop.loop, primer.loop.mini", starts: int = 7) -> float:
+    """Milliseconds ``code`` adds to a fresh interpreter's start (fastest of ``starts`` runs
+    of each, run in turn): the cost of importing the core."""
+    def fastest(source: str) -> float:
+        best = float("inf")
+        for _ in range(starts):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", source], check=True)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    return (fastest(code) - fastest("pass")) * 1000
+
+
+def _imports(quick: bool) -> bool:
+    ms = import_ms(starts=3 if quick else 7)
+    ok = ms <= IMPORT_TARGET_MS
+    print(f"importing the core (primer.loop) over a bare interpreter: {ms:.0f} ms, fastest "
+          f"start  (target <= {IMPORT_TARGET_MS:g} ms)  {_verdict(ok)}", flush=True)
+    return ok
 
 
 def run(args: argparse.Namespace) -> int:
@@ -476,4 +526,5 @@ def run(args: argparse.Namespace) -> int:
 
     ok &= _async(rounds, args.quick)
     print(f"peak memory of a 1,000-step run: {peak_memory_mib(1_000):.1f} MiB", flush=True)
+    ok &= _imports(args.quick)
     return 1 if args.strict and not ok else 0

@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from primer.scenarios import get_demo
+
+if TYPE_CHECKING:
+    from primer.providers.mcp_server import Fault
 
 #: Exit code for a command-line usage error (the convention argparse follows).
 USAGE_ERROR = 2
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from primer.providers.mcp_server import mcp_server, serve_http, serve_stdio
 
     scenario = get_demo(WORLDS[args.world][0])
-    faults = {**{t: "hang" for t in args.hang}, **{t: "crash" for t in args.crash}}
+    faults: dict[str, Fault] = {**{t: "hang" for t in args.hang},
+                                **{t: "crash" for t in args.crash}}
     try:
         server = mcp_server(scenario.tools(), name=f"primer-{args.world}",
                             instructions=scenario.system or None, faults=faults)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from primer.loop.text import UnreadableFile, check_writable
+from primer.harness.files import UnreadableFile, check_writable
 
 
 def output_file_problem(path: str | os.PathLike[str], option: str) -> str | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 from primer.harness.tracing.replay import replay
 from primer.harness.tracing.trace import Trace, TraceError, load_trace
-from primer.loop.checks import HANDOFF_TOOL_NAME
+from primer.loop.state import HANDOFF_TOOL_NAME
 from primer.scenarios import Scenario, all_demos, get_demo
 
 USAGE_ERROR = 2
@@ -40,7 +40,8 @@ def demo_for(trace: Trace) -> Scenario:
 
     Raises ``LookupError`` naming the trace's tools when no demo matches.
     """
-    wanted = {t.get("name") for t in trace.tools} - {HANDOFF_TOOL_NAME}
+    # a checked trace's tool definitions each have a string name
+    wanted = {cast(str, t.get("name")) for t in trace.tools} - {HANDOFF_TOOL_NAME}
     for _name, demo in sorted(all_demos().items()):
         if {t.name for t in demo.make_tools()} - {HANDOFF_TOOL_NAME} == wanted:
             return demo

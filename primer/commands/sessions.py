@@ -20,7 +20,7 @@ from typing import Any
 
 from primer.harness.sessions.session import SessionError, turns_table
 from primer.harness.sessions.store import FILE_NAME, list_sessions, read_session
-from primer.loop.context import render_lines
+from primer.harness.summaries import render_lines
 
 #: Exit codes: an unreadable store or an unknown session; a usage error or a bad path
 #: (the same code, as for every command that is given a file it cannot use).

@@ -72,10 +72,17 @@ import threading
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from primer.harness.request_check import request_problems
-from primer.loop.messages import Message, blocks_of, text_block, text_of, tool_uses_of
+from primer.loop.messages import (
+    Message,
+    ToolUseBlock,
+    blocks_of,
+    text_block,
+    text_of,
+    tool_uses_of,
+)
 from primer.loop.model import Reply, ScriptedLLM, text_reply, tool_reply
 from primer.scenarios import orders
 from primer.scenarios.policy import Observation, action_reply, call_number, last_observations
@@ -193,7 +200,7 @@ class Run:
         uses = tool_uses_of(self.replies[reply_no - 1]["content"])
         return self.results.get(uses[k]["id"]) if k < len(uses) else None
 
-    def tool_uses(self, reply_no: int) -> list[dict[str, Any]]:
+    def tool_uses(self, reply_no: int) -> list[ToolUseBlock]:
         """The ``tool_use`` blocks of reply ``reply_no`` (from 1); ``[]`` when there is none."""
         if not 1 <= reply_no <= len(self.replies):
             return []
@@ -209,7 +216,7 @@ class CheckedModel:
     ``LLM`` protocol's ``model(system=..., messages=..., tools=..., max_tokens=...)`` of the
     earlier lessons) raises :class:`ModelCallError` saying so. Before answering it checks the
     request as the Messages API would (:func:`api_problem`: the tools offered, then the
-    shared validator), then the course's rules for the history (:func:`history_problem`); a
+    shared validator), then the course's rules for the history (:func:`sent_history_problem`); a
     broken request, or more than :data:`MAX_MODEL_CALLS` calls, is recorded in
     ``run.violation`` and ends the run.
     Returns a reply dict ``{"content", "stop_reason", "usage"}`` (a fresh copy each time, so
@@ -234,7 +241,7 @@ class CheckedModel:
         messages = bound.arguments["messages"]
         problem = (api_problem(messages, bound.arguments["tool_definitions"],
                                self._definitions, run.calls + 1)
-                   or history_problem(messages, self._task, run))
+                   or sent_history_problem(messages, self._task, run))
         if problem is None and run.calls >= MAX_MODEL_CALLS:
             problem = (f"the loop made {MAX_MODEL_CALLS} model calls and kept going; "
                        f"it needs a step limit")
@@ -331,7 +338,7 @@ def api_problem(messages: Any, offered: Any, definitions: list[dict[str, Any]],
     return f"call {call_no} would be refused by the Messages API (HTTP 400: {problem}); {fix}"
 
 
-def history_problem(messages: Any, task: str, run: Run) -> str | None:
+def sent_history_problem(messages: Any, task: str, run: Run) -> str | None:
     """What is wrong with the message list sent on the next call, or ``None``.
 
     The list must start with the task as a ``user`` message, then hold each earlier reply as
@@ -378,8 +385,10 @@ def _answer_problem(reply: dict[str, Any], answer: dict[str, Any], reply_no: int
     asked = [b["id"] for b in tool_uses_of(reply["content"])]
     content = answer.get("content")
     blocks = blocks_of(content) if isinstance(content, str | list) else []
-    results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-    got = [b.get("tool_use_id") for b in results]
+    # the results the loop under test wrote, as plain dicts: their fields are checked below
+    results = [cast(dict[str, Any], b) for b in blocks
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    got: list[Any] = [b.get("tool_use_id") for b in results]  # ids as written, maybe not str
     if got == asked:
         lead = blocks[:len(results)]
         if lead != results:
@@ -718,11 +727,11 @@ def ran_past_budget(run: Run, budget: int) -> str | None:
     """A tool of the reply that crossed the budget (or a later one) ran."""
     crossed = _crossed(run, budget)
     late = _ran_from(run, crossed) if crossed else []
-    if late:
-        return (f"reply {crossed} took the total to {run.tokens[crossed - 1]:,} tokens, past "
-                f"the {budget:,}-token budget, and its {late[0]} call still ran; check the "
-                f"budget before running tools (it counts input + output tokens, summed over "
-                f"every reply so far)")
+    if late:  # so a reply crossed the budget
+        return (f"reply {crossed} took the total to {run.tokens[cast(int, crossed) - 1]:,} "
+                f"tokens, past the {budget:,}-token budget, and its {late[0]} call still ran; "
+                f"check the budget before running tools (it counts input + output tokens, "
+                f"summed over every reply so far)")
     return None
 
 

@@ -17,14 +17,14 @@ framework's own model client, so no framework is patched and nothing leaves the 
   ``OpenAIChatCompletionsModel`` (chat completions, which the local server speaks too).
 
 Tools are the scenario's functions, results rendered as ``run_agent`` renders them
-(``claude._as_text``); each framework builds its own schema and validation around them, as
+(``claude.as_result_text``); each framework builds its own schema and validation around them, as
 it would for a user. The Agents SDK sends a tool's error to the model as plain text (chat
 completions has no error flag), so its tools word errors ``"Error: ..."``, the convention
 :mod:`primer.providers.openai_compat` reads back, for the scripted model to see the failure.
 
 Needs the ``frameworks`` extra (``pip install -e '.[frameworks]'``); the SDKs are imported
 only when a function runs. Tokens are the usage the scripted model reported for every reply
-the server sent (characters / 4), priced at :class:`~primer.loop.cost.Prices` defaults.
+the server sent (characters / 4), priced at :class:`~primer.loop.model.Prices` defaults.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from primer.loop.cost import Prices, cost_usd
 from primer.loop.messages import Message
-from primer.loop.model import LLM, Reply, Usage
-from primer.providers.claude import DEFAULT_MODEL, _as_text, sdk_tools
+from primer.loop.model import LLM, Prices, Reply, Usage, cost_usd
+from primer.providers.claude import DEFAULT_MODEL, as_result_text, sdk_tools
 from primer.providers.fake_server import FakeModelServer
 from primer.providers.openai_compat import ERROR_PREFIX
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
     from primer.scenarios import Scenario
 
 #: Any key will do for the local server; it never leaves the machine.
@@ -139,11 +140,13 @@ def run_tool_runner(scenario: Scenario, *, max_iterations: int | None = None,
     with FakeModelServer(tally) as server:
         client = anthropic.Anthropic(api_key=PLACEHOLDER_KEY, base_url=server.base_url,
                                      max_retries=0)
+        # anthropic types max_iterations as int | Omit, but hands it on to
+        # BetaMessageThread.tool_runner, whose max_iterations is int | None (None: no cap)
         runner = client.beta.messages.tool_runner(
             model=DEFAULT_MODEL, max_tokens=scenario.config.max_tokens,
             system=scenario.system, tools=sdk_tools(scenario.make_tools()),
             messages=[{"role": "user", "content": scenario.task}],
-            max_iterations=max_iterations)
+            max_iterations=max_iterations)  # type: ignore[arg-type]
         for message in runner:
             messages.append(message)
             if len(messages) >= give_up_after:
@@ -170,14 +173,17 @@ def run_langgraph(scenario: Scenario, *, recursion_limit: int | None = None) -> 
 
     tally = Tally(scenario.make_llm())
     with FakeModelServer(tally) as server:
-        model = ChatAnthropic(model=DEFAULT_MODEL, api_key=PLACEHOLDER_KEY,
+        # ChatAnthropic accepts its field names (model, max_tokens) as well as their aliases
+        # and turns a str key into a SecretStr; its typed __init__ has only the aliases
+        model = ChatAnthropic(model=DEFAULT_MODEL, api_key=PLACEHOLDER_KEY,  # type: ignore[call-arg, arg-type]
                               base_url=server.base_url, max_retries=0,
                               max_tokens=scenario.config.max_tokens)
-        tools = [StructuredTool.from_function(func=_as_text(t.fn), name=t.name,
+        tools = [StructuredTool.from_function(func=as_result_text(t.fn), name=t.name,
                                               description=t.description)
                  for t in scenario.make_tools()]
         agent = create_agent(model, tools, system_prompt=scenario.system)
-        config = {"recursion_limit": recursion_limit} if recursion_limit is not None else None
+        config: RunnableConfig | None = ({"recursion_limit": recursion_limit}
+                                         if recursion_limit is not None else None)
         try:
             state = agent.invoke({"messages": [{"role": "user", "content": scenario.task}]},
                                  config)
@@ -215,11 +221,11 @@ async def run_agents_sdk(scenario: Scenario, *, max_turns: int | None = None) ->
                 name=scenario.name, instructions=scenario.system,
                 model=OpenAIChatCompletionsModel(model="gpt-fake", openai_client=client),
                 model_settings=ModelSettings(max_tokens=scenario.config.max_tokens),
-                tools=[function_tool(_as_text(t.fn), name_override=t.name,
+                tools=[function_tool(as_result_text(t.fn), name_override=t.name,
                                      description_override=t.description,
                                      failure_error_function=error_text)
                        for t in scenario.make_tools()])
-            limit = {"max_turns": max_turns} if max_turns is not None else {}
+            limit: dict[str, Any] = {"max_turns": max_turns} if max_turns is not None else {}
             try:
                 result = await Runner.run(agent, scenario.task,
                                           run_config=RunConfig(tracing_disabled=True), **limit)

@@ -9,7 +9,7 @@ is needed." names every term and gets every fact backwards), so :func:`checklist
 only the marks and says so for anything else.
 
 The claims restate the course's own rules; each carries the reason shown when it is marked
-wrongly. The cache figures come from :class:`primer.loop.cost.Prices`.
+wrongly. The cache figures come from :class:`primer.loop.model.Prices`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from primer.loop.checks import HANDOFF_TOOL_NAME
-from primer.loop.cost import Prices
+from primer.loop.model import Prices
+from primer.loop.state import HANDOFF_TOOL_NAME
 
 _PRICES = Prices()
 

@@ -13,12 +13,12 @@ choices by :mod:`primer.loop.cost`, never typed in:
 - where a failed run stops: the first call whose reply takes the running total past the
   token budget, else the step cap (else the context window), and what it costs there;
 - end-to-end success at the per-step success rate
-  (:func:`~primer.loop.cost.end_to_end_success`) and the per-step rate needed for 90%
-  (:func:`~primer.loop.cost.per_step_success_needed`);
+  (:func:`~primer.course.estimates.end_to_end_success`) and the per-step rate needed for 90%
+  (:func:`~primer.course.estimates.per_step_success_needed`);
 - the share of the context window a run at the step cap fills
-  (:func:`~primer.loop.cost.context_budget`), against the library's default window
+  (:func:`~primer.course.estimates.context_budget`), against the library's default window
   (``AgentConfig().context_window``, 200,000 tokens);
-- dollars a day (:func:`~primer.loop.cost.daily_cost_usd`) and the alert thresholds a
+- dollars a day (:func:`~primer.course.estimates.daily_cost_usd`) and the alert thresholds a
   design's monitoring would use.
 
 :meth:`SupportDesign.review` flags choices an interviewer would question. The interview
@@ -29,19 +29,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from primer.loop.checks import HANDOFF_TOOL_NAME
-from primer.loop.config import AgentConfig
-from primer.loop.cost import (
-    Prices,
+from primer.course.estimates import (
     context_budget,
-    cumulative_input_tokens,
     daily_cost_usd,
     end_to_end_success,
     per_step_success_needed,
-    run_cost_usd,
-    run_usages,
 )
-from primer.loop.model import Usage
+from primer.loop.config import AgentConfig
+from primer.loop.cost import cumulative_input_tokens, run_cost_usd, run_usages
+from primer.loop.model import Prices, Usage
+from primer.loop.state import HANDOFF_TOOL_NAME
 
 #: End-to-end success a design should reach; below it the review says so.
 TARGET_SUCCESS = 0.9

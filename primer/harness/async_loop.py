@@ -1,12 +1,9 @@
-"""``run_agent_async``: the same loop on ``asyncio``, for harnesses that are async already.
+r"""``run_agent_async``: the same loop on ``asyncio``, for harnesses that are async already.
 
-Same arguments, same :class:`~primer.loop.result.AgentResult`, the same exits: the loop
-below makes the checks of :mod:`primer.loop.checks` by iterating the same declared tuples
-(:data:`~primer.loop.checks.BEFORE_CALL`, ``BEFORE_SEND``, ``AFTER_REPLY``, ``AFTER_TOOLS``)
-in the same order as :func:`~primer.loop.loop.continue_run`, and every step that
-needs no waiting is the sync loop's own function of :mod:`primer.loop.steps` (starting the
-run, accepting and recording a reply, output validation, the pause, recording the results
-of a reply in one user message, finishing). Only the waiting is its own:
+Same arguments as :func:`~primer.harness.production.run_production`, the same
+:class:`~primer.loop.result.AgentResult`, the same exits: it drives the very loop the sync
+driver does, :func:`~primer.loop.loop.continue_run`, whose two waits (the model call and a
+reply's tools) are ``yield``\ s; only how each wait is done is its own:
 
 * the model: an ``async def`` model (an ``async def __call__``, such as
   :class:`~primer.providers.claude.AsyncClaudeLLM`) is awaited; a sync one runs on a worker
@@ -16,9 +13,9 @@ of a reply in one user message, finishing). Only the waiting is its own:
   ``max_parallel_tools`` at a time), results in request order. An ``async def`` tool is
   awaited on the event loop; a sync tool goes to a worker thread. A time limit is kept with
   ``asyncio.timeout`` (``asyncio.wait`` before Python 3.11): a late ``async def`` tool is
-  *cancelled* (it really stops, at its next
-  ``await``), a late sync tool is abandoned (a thread cannot be stopped). What follows each
-  attempt (retry, give up) is the sync loop's rule,
+  *cancelled* (it really stops, at its next ``await``), a late sync tool is abandoned (a
+  thread cannot be stopped). Hooks wrap each call as in the sync runner, and what follows
+  each attempt (retry, give up) is the sync runner's rule,
   :meth:`~primer.harness.runner.ToolRunner.after_attempt`;
 * backoff: with the default ``sleep`` (``time.sleep``) the loop awaits ``asyncio.sleep``;
   an injected ``sleep`` (a :class:`~primer.harness.retry.ManualClock`) is called as it is.
@@ -28,10 +25,10 @@ Cancel with ``cancel=`` (an ``asyncio.Event`` or a ``threading.Event``): the run
 abandons it instead (``CancelledError`` propagates, as asyncio expects; the run's journal,
 if any, is closed but records no stop). A ``CancelledError`` a tool raises on its own (an
 inner cancel scope, not a cancel of the run's task) is that call's error ``tool_result``;
-one an ``async def`` model raises ends the run with ``model_error``, not retried (nothing
-says the call may succeed again). On Python 3.10, which cannot tell the two kinds of
-``CancelledError`` apart, every one propagates. A cancelled run recorded in a journal is continued
-with :func:`~primer.harness.durable.checkpoint.resume`.
+one an ``async def`` model raises ends the run with ``model_error``, not retried. On Python
+3.10, which cannot tell the two kinds of ``CancelledError`` apart, every one propagates. A
+cancelled run recorded in a journal is continued with
+:func:`~primer.harness.durable.resume.resume`.
 """
 
 from __future__ import annotations
@@ -43,40 +40,26 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
-
-from primer.loop.checks import AFTER_REPLY, BEFORE_CALL, BEFORE_SEND, first_stop, validate_output
 from primer.loop.config import AgentConfig
-from primer.loop.context import compact_if_needed
-from primer.loop.coroutines import is_async_callable
-from primer.loop.loop import start_run
-from primer.loop.messages import Block, Message
-from primer.loop.model import LLM, ScriptExhausted, TransientModelError
-from primer.loop.result import AgentResult
-from primer.loop.state import CancelSignal, EventSink, RunState, Stop, StopCause
-from primer.loop.steps import (
-    add_results,
-    ask_model,
-    calls_to_run,
-    cancelled_call,
-    finish,
-    finish_call,
-    finish_pause,
-    model_failed,
-    model_request,
-    start_call,
-    start_pause,
-    take_reply,
-)
+from primer.loop.loop import Turns, ask, continue_run
+from primer.loop.messages import Message, ToolUseBlock
+from primer.loop.model import LLM, EventSink, is_async_callable
+from primer.loop.result import AgentResult, cancelled_call
+from primer.loop.state import CancelSignal, RunState
+from primer.loop.steps import ModelCall, Raised, ToolCalls, finish_call, start_call
 from primer.loop.tools import Tool, ToolExecution, ToolRegistry, is_tool_failure
 
 from .allowance import running
-from .hooks import Hooks
+from .hooks import Hooks, after_tool_hooks, before_tool_hooks
+from .production import start_production
 from .retry import ToolTimeout, TransientToolError
-from .runner import client_timeout, model_failure
+from .runner import ToolRunner, client_timeout
 from .timeouts import start_daemon
+
+if TYPE_CHECKING:
+    import pydantic
 
 T = TypeVar("T")
 
@@ -90,95 +73,51 @@ async def run_agent_async(llm: LLM, task: str, tools: ToolRegistry | Iterable[To
                           scenario: str | None = None,
                           cancel: CancelSignal | None = None,
                           messages: Sequence[Message] | None = None) -> AgentResult:
-    """:func:`~primer.loop.loop.run_agent` on asyncio: ``await run_agent_async(...)``.
+    """:func:`~primer.harness.production.run_production` on asyncio:
+    ``await run_agent_async(...)``.
 
-    Arguments, result and errors as for ``run_agent`` (see there); ``llm`` may be a sync or
-    an ``async def`` model, each tool a sync or an ``async def`` function, ``cancel`` an
+    Arguments, result and errors as for ``run_production``; ``llm`` may be a sync or an
+    ``async def`` model, each tool a sync or an ``async def`` function, ``cancel`` an
     ``asyncio.Event`` or a ``threading.Event``. Every event reaches ``on_event`` in the
-    event loop's thread. See the module docstring for what runs where.
-
-    An ``async def`` tool is stopped at its limit only at an ``await``: one that blocks the
-    event loop (``time.sleep``, a loop with no ``await``), like a sync tool holding the GIL
-    in C code, holds the whole run until it returns and is then answered as a timeout. Such
-    tools need :func:`~primer.harness.timeouts.run_in_subprocess`.
+    event loop's thread. An ``async def`` tool is stopped at its limit only at an
+    ``await``: one that blocks the event loop (``time.sleep``, a loop with no ``await``)
+    holds the whole run until it returns and is then answered as a timeout; such tools
+    need :func:`~primer.harness.timeouts.run_in_subprocess`.
     """
-    state, writer = start_run(llm, task, tools, system=system, config=config,
-                              on_event=on_event, trace=trace, hooks=hooks,
-                              output_model=output_model, scenario=scenario, cancel=cancel,
-                              messages=messages)
+    state, writer = start_production(llm, task, tools, system=system, config=config,
+                                     on_event=on_event, trace=trace, hooks=hooks,
+                                     output_model=output_model, scenario=scenario,
+                                     cancel=cancel, messages=messages)
     try:
         with running(state):  # the current run, for tools that spend (sub-agents)
-            return await continue_run_async(state)
+            return await drive_async(state, continue_run(state))
     finally:
-        if state.recorder is not None:
-            state.recorder.close()
         if writer is not None:
             writer.close()
 
 
-async def continue_run_async(state: RunState) -> AgentResult:
-    """The loop, from any state, on asyncio: line for line the turn of
-    :func:`~primer.loop.loop.continue_run`, awaiting the model and the tools."""
-    model_is_async = is_async_callable(state.llm)
-    while True:
-        stop = first_stop(BEFORE_CALL, state)        # step limit, wall clock, cancel
-        if stop is None:
-            compact_if_needed(state)                 # summarise older turns past compact_share
-            stop = first_stop(BEFORE_SEND, state) or await call_model_async(state,
-                                                                            model_is_async)
-        if stop is not None:
-            return finish(state, stop)
-        reply = state.last_reply
-        stop = first_stop(AFTER_REPLY, state)        # stop_reason ... approval gate
-        if stop is not None and stop.cause is StopCause.END_TURN and state.output_model:
-            verdict = validate_output(state)         # accept, retry, or stop
-            if verdict.corrective is not None:
-                state.append(verdict.corrective)     # a corrective turn: ask again
-                continue
-            stop = verdict.stop
-        if stop is not None and stop.cause is StopCause.AWAITING_APPROVAL:
-            ran = await run_calls_async(state, start_pause(state), record_all=True)
-            return finish_pause(state, stop, ran)
-        if stop is not None:
-            return finish(state, stop, reply)
-        stop = await after_tools_async(state, reply.tool_uses)
-        if stop is not None:
-            return finish(state, stop)
-
-
-# ---------------------------------------------------------------- the model call
-
-
-async def call_model_async(state: RunState, model_is_async: bool) -> Stop | None:
-    """:func:`~primer.loop.steps.call_model`, awaiting the model (and the backoff between
-    retries of a transient error); the reply is accepted and recorded by the same steps."""
-    c, n = state.config, state.model_calls + 1
-    prompt_estimate = state.prompt_estimate
-    failed: list[dict[str, Any]] = []
-    start = time.perf_counter()
+async def drive_async(state: RunState, turns: Turns) -> AgentResult:
+    """:func:`~primer.loop.loop.drive` on asyncio: each model call, batch of tool calls and
+    backoff ``turns`` asks for is awaited. The run's recorder is closed at the end."""
+    model_is_async = is_async_callable(state.inputs.llm)
+    outcome: Any = None
     try:
-        try:
-            raw = await ask_model_async(state, model_is_async)
-        except TransientModelError as e:
-            error = e
-            while True:
-                await sleep_async(c.sleep, model_failure(error, retries=c.model_retries,
-                                                         policy=c.retry, key=f"model-call-{n}",
-                                                         failed=failed))
-                try:
-                    raw = await ask_model_async(state, model_is_async)
-                    break
-                except TransientModelError as again:
-                    error = again
-    except ScriptExhausted:
-        raise
-    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - a failed call ends the run
-        return model_failed(state, e, failed)
-    except asyncio.CancelledError as e:  # the model's own (an inner cancel scope): not retried
-        if run_cancelled(e):
-            raise
-        return model_failed(state, e, failed)
-    return take_reply(state, raw, prompt_estimate, time.perf_counter() - start, failed)
+        while True:
+            try:
+                wait = turns.send(outcome)
+            except StopIteration as end:
+                result: AgentResult = end.value
+                return result
+            if isinstance(wait, ModelCall):
+                outcome = await ask_async(state, wait.request, model_is_async)
+            elif isinstance(wait, ToolCalls):
+                outcome = await run_calls_async(state, wait.calls, wait.record_all)
+            else:  # a Sleep, answered with None
+                await sleep_async(state.config.sleep, wait.seconds)
+                outcome = None
+    finally:
+        if state.inputs.recorder is not None:
+            state.inputs.recorder.close()
 
 
 def run_cancelled(error: BaseException) -> bool:
@@ -192,38 +131,36 @@ def run_cancelled(error: BaseException) -> bool:
     return task is None or sys.version_info < (3, 11) or task.cancelling() > 0
 
 
-async def ask_model_async(state: RunState, model_is_async: bool) -> Any:
-    """One attempt: an async model awaited here; a sync one on a worker thread, its deltas
-    handed back to this event loop's thread."""
-    if model_is_async:
-        raw = state.llm(**model_request(state))  # type: ignore[misc]
-        return await raw if inspect.isawaitable(raw) else raw
-    sink, threadsafe = state.on_delta, None
-    if sink is not None:
-        loop = asyncio.get_running_loop()
+async def ask_async(state: RunState, request: dict[str, Any], model_is_async: bool) -> object:
+    """One attempt of a model call: an async model awaited here, a sync one on a worker
+    thread (its deltas handed back to this event loop's thread); what it raised comes back
+    as :class:`~primer.loop.steps.Raised`, but the cancellation of this task propagates."""
+    llm = state.inputs.llm
+    try:
+        if model_is_async:
+            raw = llm(**request)
+            return await raw if inspect.isawaitable(raw) else raw
+        sink = request.get("on_delta")
+        if sink is not None:
+            loop = asyncio.get_running_loop()
 
-        def threadsafe(kind: str, data: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(sink, kind, data)
+            def threadsafe(kind: str, data: dict[str, Any]) -> None:
+                loop.call_soon_threadsafe(sink, kind, data)
 
-    return await in_worker(lambda: ask_model(state, threadsafe))
+            request = {**request, "on_delta": threadsafe}
+        return await in_worker(lambda: ask(llm, request))
+    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - the loop decides what follows
+        return Raised(e)
+    except asyncio.CancelledError as e:  # the model's own (an inner cancel scope): not retried
+        if run_cancelled(e):
+            raise
+        return Raised(e)
 
 
 # ---------------------------------------------------------------- the tools
 
 
-async def after_tools_async(state: RunState, calls: list[Block],
-                            settled: dict[str, ToolExecution] | None = None) -> Stop | None:
-    """:func:`~primer.loop.steps.after_tools` with the calls awaited: the same
-    :func:`~primer.loop.steps.calls_to_run` before, the same
-    :func:`~primer.loop.steps.add_results` (one user message, the AFTER_TOOLS checks)
-    after."""
-    if not calls:
-        return None
-    todo = calls_to_run(state, calls, settled)
-    return add_results(state, calls, await run_calls_async(state, todo), settled)
-
-
-async def run_calls_async(state: RunState, calls: list[Block], *,
+async def run_calls_async(state: RunState, calls: list[ToolUseBlock],
                           record_all: bool = False) -> list[ToolExecution]:
     """Run ``calls`` concurrently (at most ``max_parallel_tools`` at a time); results in
     request order. ``record_all`` as for :func:`~primer.loop.steps.run_calls`."""
@@ -232,7 +169,7 @@ async def run_calls_async(state: RunState, calls: list[Block], *,
     cap = state.config.max_parallel_tools
     gate = asyncio.Semaphore(cap) if len(calls) > cap else None
 
-    async def one(block: Block) -> ToolExecution:
+    async def one(block: ToolUseBlock) -> ToolExecution:
         if gate is None:
             return await run_call_async(state, block, record_all)
         async with gate:
@@ -247,27 +184,39 @@ async def run_calls_async(state: RunState, calls: list[Block], *,
         raise
 
 
-async def run_call_async(state: RunState, block: Block, record: bool = False) -> ToolExecution:
-    """:func:`~primer.loop.steps.run_call` with the tool awaited: the cancel check, the
-    same :func:`~primer.loop.steps.start_call` (hooks, the ``started`` record) and
-    :func:`~primer.loop.steps.finish_call` around :func:`run_tool_async`."""
-    if state.cancel is not None and state.cancel.is_set():
+async def run_call_async(state: RunState, block: ToolUseBlock,
+                         record: bool = False) -> ToolExecution:
+    """:func:`~primer.loop.steps.run_call` with the tool awaited: the same cancel check and
+    the same :func:`~primer.loop.steps.start_call` / :func:`~primer.loop.steps.finish_call`
+    around :func:`run_tool_async`."""
+    inputs = state.inputs
+    if inputs.cancel is not None and inputs.cancel.is_set():
         return cancelled_call(state, block)
-    if not state.hooks and state.recorder is None:
-        return await run_tool_async(state, block)
-    call, refused, durable = start_call(state, block)
-    if refused is not None:
-        return refused
-    return finish_call(state, call, await run_tool_async(state, call), record or durable)
+    durable = start_call(state, block)
+    execution = await run_tool_async(inputs.runner, block)
+    return finish_call(state, execution, record or durable)
 
 
-async def run_tool_async(state: RunState, block: Block) -> ToolExecution:
-    """One call through the run's :class:`~primer.harness.runner.ToolRunner` rules,
-    awaited: validated first (an unknown tool or bad input is answered as the sync loop
-    answers it), then attempts under the time limit until
-    :meth:`~primer.harness.runner.ToolRunner.after_attempt` gives the final execution."""
-    runner = state.runner
-    assert runner is not None
+async def run_tool_async(runner: Callable[[ToolUseBlock], ToolExecution],
+                         block: ToolUseBlock) -> ToolExecution:
+    """One call through the run's runner, awaited. A
+    :class:`~primer.harness.runner.ToolRunner`'s rules are followed here with asyncio: its
+    hooks around the call, the call validated first (an unknown tool or bad input answered
+    as the sync loop answers it), then attempts under the time limit until
+    :meth:`~primer.harness.runner.ToolRunner.after_attempt` gives the final execution. Any
+    other runner runs on a worker thread."""
+    if not isinstance(runner, ToolRunner):
+        return await in_worker(lambda: runner(block))
+    call = block
+    if runner.hooks:
+        call, refused = before_tool_hooks(runner.hooks, block, runner.registry)
+        if refused is not None:
+            return refused
+    execution = await _attempts(runner, call)
+    return after_tool_hooks(runner.hooks, call, execution) if runner.hooks else execution
+
+
+async def _attempts(runner: ToolRunner, block: ToolUseBlock) -> ToolExecution:
     t = runner.registry.get(block.get("name"))
     if t is None or t.input_errors(block.get("input")) is not None:
         return runner.registry.run(block)
@@ -281,7 +230,7 @@ async def run_tool_async(state: RunState, block: Block) -> ToolExecution:
         await sleep_async(runner.sleep, outcome)
 
 
-async def _attempt(registry: ToolRegistry, block: Block, t: Tool, timeout: float | None
+async def _attempt(registry: ToolRegistry, block: ToolUseBlock, t: Tool, timeout: float | None
                    ) -> tuple[ToolExecution, TransientToolError | None]:
     """One attempt: the tool awaited (on a worker thread if it is sync) within ``timeout``
     seconds; its value or exception is then turned into the execution by ``registry.run``
@@ -401,5 +350,3 @@ async def sleep_async(sleep: Callable[[float], None], seconds: float) -> None:
     else:
         sleep(seconds)
 
-
-__all__ = ["continue_run_async", "run_agent_async"]

@@ -5,7 +5,7 @@ that fails gives no answer at all. Each of these reaches the loop as a
 :class:`~primer.loop.model.TransientModelError` (with its ``status``, or ``None`` for no
 answer). ``FallbackLLM([primary, secondary, ...])`` asks the primary; on such an error it
 tries the primary again up to ``retries`` times (its own retries, with a
-:class:`~primer.harness.retry.RetryPolicy` backoff), then asks the next model, and so on. A
+:class:`~primer.loop.config.RetryPolicy` backoff), then asks the next model, and so on. A
 rate limit (429), a 408 or 409 is not a reason to switch (the same model answers once the
 wait is over): after the model's own retries it is raised, and so is the error of the last
 model when every model failed; the loop's model-call retry then tries the chain again.
@@ -24,15 +24,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from primer.loop.config import AgentConfig
-from primer.loop.coroutines import is_async_callable
-from primer.loop.cost import cost_usd
+from primer.loop.config import AgentConfig, RetryPolicy
 from primer.loop.messages import Message
-from primer.loop.model import LLM, Reply, TransientModelError, Usage
-from primer.loop.state import EventSink, Step
-
-from .retry import ModelRetriesExhausted, RetryPolicy
-from .runner import model_failure
+from primer.loop.model import (
+    LLM,
+    EventSink,
+    Reply,
+    TransientModelError,
+    Usage,
+    cost_usd,
+    is_async_callable,
+)
+from primer.loop.state import Step
 
 
 def falls_back(error: TransientModelError) -> bool:
@@ -84,22 +87,22 @@ class FallbackLLM:
         request = {"system": system, "messages": messages, "tools": tools,
                    "max_tokens": max_tokens}
         for k, model in enumerate(self.models):
-            failed: list[dict[str, Any]] = []
+            failed = 0
             while True:
                 try:
                     return self._ask(model, k, request, on_delta)
                 except TransientModelError as e:
                     error = e
-                try:
-                    self.sleep(model_failure(error, retries=self.retries, policy=self.policy,
-                                             key=f"fallback-{self.calls}-{k}", failed=failed))
-                except ModelRetriesExhausted:
+                failed += 1
+                if failed > self.retries:
                     break
+                self.sleep(self.policy.delay_at(failed, f"fallback-{self.calls}-{k}",
+                                                error.retry_after_s))
             if not falls_back(error) or k + 1 == len(self.models):
                 raise error
             record = {"call": self.calls, "from": model_name(model, k),
                       "to": model_name(self.models[k + 1], k + 1),
-                      "error": f"{type(error).__name__}: {error}", "attempts": len(failed)}
+                      "error": f"{type(error).__name__}: {error}", "attempts": failed}
             self.fallbacks.append(record)
             if on_delta is not None:
                 on_delta("model_fallback", {k: record[k] for k in ("from", "to", "error")})

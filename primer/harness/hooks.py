@@ -6,7 +6,7 @@ touching the loop:
 * ``before_tool(call)``: before a tool runs. ``call`` is the ``tool_use`` block
   (``{"type", "id", "name", "input"}``). Return it unchanged (or ``None``) to let it run,
   return a changed block to run that instead (the ``id`` is kept, so the result still
-  answers the model's call), or return :class:`Block` with a reason: the tool never runs and
+  answers the model's call), or return :class:`Blocked` with a reason: the tool never runs and
   the model gets an error result saying why.
 * ``after_tool(call, execution)``: after it ran. Return the
   :class:`~primer.loop.tools.ToolExecution` (or ``None``) to keep it, or a changed one
@@ -21,7 +21,7 @@ as a ``hook_error`` event and the run goes on.
 
 Where they sit: ``before_tool`` runs after the model asked and before anything else touches
 the call, which is exactly where the registry's own checks sit (the allow-list, then the
-``input_schema`` check). :class:`SchemaCheck` is that check written as a hook, to show it.
+``input_schema`` check). :class:`SchemaHook` is that check written as a hook, to show it.
 Hooks wrap the whole tool call, retries and timeouts included: ``before_tool`` runs once per
 call, not once per attempt.
 """
@@ -33,20 +33,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from primer.loop.messages import Block as ContentBlock
-from primer.loop.model import Reply
-from primer.loop.tools import ToolExecution, ToolRegistry
+from primer.loop.messages import ToolUseBlock
+from primer.loop.model import EventSink, Reply, estimate_tokens
+from primer.loop.state import RunState
+from primer.loop.tools import ErrorKind, ToolExecution, ToolRegistry
 
 
 @dataclass(frozen=True)
-class Block:
+class Blocked:
     """A ``before_tool`` verdict: do not run the call; tell the model ``reason``."""
 
     reason: str
 
 
-BeforeTool = Callable[[ContentBlock], "ContentBlock | Block | None"]
-AfterTool = Callable[[ContentBlock, ToolExecution], "ToolExecution | None"]
+BeforeTool = Callable[[ToolUseBlock], "ToolUseBlock | Blocked | None"]
+AfterTool = Callable[[ToolUseBlock, ToolExecution], "ToolExecution | None"]
 AfterReply = Callable[[Reply], Any]
 
 
@@ -65,11 +66,11 @@ class Hooks:
         self._before, self._after, self._reply = before_tool, after_tool, after_reply
         self.name = name or type(self).__name__
 
-    def before_tool(self, call: ContentBlock) -> ContentBlock | Block | None:
-        """Return the call (maybe changed), ``None`` for unchanged, or :class:`Block`."""
+    def before_tool(self, call: ToolUseBlock) -> ToolUseBlock | Blocked | None:
+        """Return the call (maybe changed), ``None`` for unchanged, or :class:`Blocked`."""
         return self._before(call) if self._before else None
 
-    def after_tool(self, call: ContentBlock, execution: ToolExecution) -> ToolExecution | None:
+    def after_tool(self, call: ToolUseBlock, execution: ToolExecution) -> ToolExecution | None:
         """Return the execution (maybe changed) or ``None`` for unchanged."""
         return self._after(call, execution) if self._after else None
 
@@ -94,16 +95,16 @@ def as_hook_list(hooks: Hooks | Iterable[Hooks] | None) -> list[Hooks]:
     return items
 
 
-def _error(call: ContentBlock, content: str, kind: str) -> ToolExecution:
+def _error(call: ToolUseBlock, content: str, kind: ErrorKind) -> ToolExecution:
     return ToolExecution(str(call.get("id", "")), str(call.get("name")), call.get("input"),
                          content, True, kind)
 
 
-def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
-               call: ContentBlock, registry: ToolRegistry | None = None) -> ToolExecution:
+def run_hooked(hooks: list[Hooks], run: Callable[[ToolUseBlock], ToolExecution],
+               call: ToolUseBlock, registry: ToolRegistry | None = None) -> ToolExecution:
     """Run one call through ``before_tool`` hooks, ``run`` and ``after_tool`` hooks.
 
-    Returns the execution the model will see. A :class:`Block` gives an error result with
+    Returns the execution the model will see. A :class:`Blocked` gives an error result with
     ``error_kind == "blocked"`` and the tool never runs; a hook that raises, or returns the
     wrong type, gives an error result with ``error_kind == "hook_error"``. With ``registry``,
     a hook that turns a call into a call of a tool that needs a person's approval is refused
@@ -115,9 +116,9 @@ def run_hooked(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
     return after_tool_hooks(hooks, call, run(call))
 
 
-def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
+def before_tool_hooks(hooks: list[Hooks], call: ToolUseBlock,
                       registry: ToolRegistry | None = None
-                      ) -> tuple[ContentBlock, ToolExecution | None]:
+                      ) -> tuple[ToolUseBlock, ToolExecution | None]:
     """The first half of :func:`run_hooked`: ``(call as the hooks left it, None)``, or
     ``(call, error execution)`` when a hook blocked it, failed, or rerouted it to a gated tool.
     """
@@ -129,14 +130,14 @@ def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
             return call, _error(call, f"The before_tool hook {h.name} failed "
                                       f"({type(e).__name__}: {e}); {call.get('name')} did not "
                                       f"run.", "hook_error")
-        if isinstance(out, Block):
+        if isinstance(out, Blocked):
             return call, _error(call, f"Blocked by {h.name}: {out.reason} The call did not run.",
                                 "blocked")
         if out is not None:
             if not (isinstance(out, dict) and out.get("type") == "tool_use"):
                 return call, _error(call, f"The before_tool hook {h.name} returned "
                                           f"{type(out).__name__}, not a tool_use block or "
-                                          f"Block; {call.get('name')} did not run.",
+                                          f"Blocked; {call.get('name')} did not run.",
                                     "hook_error")
             call = {**out, "id": original_id}
     target = registry.get(call.get("name")) if registry is not None else None
@@ -153,7 +154,7 @@ def before_tool_hooks(hooks: list[Hooks], call: ContentBlock,
     return call, None
 
 
-def after_tool_hooks(hooks: list[Hooks], call: ContentBlock,
+def after_tool_hooks(hooks: list[Hooks], call: ToolUseBlock,
                      execution: ToolExecution) -> ToolExecution:
     """The second half of :func:`run_hooked`: the execution after every ``after_tool`` hook
     (``call`` as :func:`before_tool_hooks` left it); a failing hook withholds the result."""
@@ -175,11 +176,28 @@ def after_tool_hooks(hooks: list[Hooks], call: ContentBlock,
     return execution
 
 
-def with_hooks(hooks: list[Hooks], run: Callable[[ContentBlock], ToolExecution],
-               registry: ToolRegistry | None = None) -> Callable[[ContentBlock],
+def with_hooks(hooks: list[Hooks], run: Callable[[ToolUseBlock], ToolExecution],
+               registry: ToolRegistry | None = None) -> Callable[[ToolUseBlock],
                                                                  ToolExecution]:
     """``run`` (one call → execution) wrapped by ``hooks``; for ``execute_tools(run=...)``."""
     return lambda call: run_hooked(hooks, run, call, registry)
+
+
+def after_reply_sink(hooks: list[Hooks], state: RunState,
+                     forward: EventSink | None) -> EventSink:
+    """The run's event sink with the ``after_reply`` hooks listening: on each
+    ``model_call`` event (after ``forward`` got it) every hook sees the reply
+    (``state.last_reply``); a hook that raises is reported as a ``hook_error`` event."""
+
+    def sink(kind: str, data: dict[str, Any]) -> None:
+        if forward is not None:
+            forward(kind, data)
+        if kind == "model_call":
+            for hook, error in after_reply_hooks(hooks, state.last_reply):
+                sink("hook_error", {"step": data.get("step"), "hook": hook,
+                                    "point": "after_reply", "error": error})
+
+    return sink
 
 
 def after_reply_hooks(hooks: list[Hooks], reply: Reply) -> list[tuple[str, str]]:
@@ -203,7 +221,7 @@ class CallLog(Hooks):
         super().__init__(name="CallLog")
         self.log: list[dict[str, Any]] = []
 
-    def after_tool(self, call: ContentBlock, execution: ToolExecution) -> None:
+    def after_tool(self, call: ToolUseBlock, execution: ToolExecution) -> None:
         self.log.append({"name": execution.name, "input": execution.input,
                          "is_error": execution.is_error, "error_kind": execution.error_kind})
         return None
@@ -216,11 +234,11 @@ class BlockTools(Hooks):
         super().__init__(name="BlockTools")
         self.names, self.reason = frozenset(names), reason
 
-    def before_tool(self, call: ContentBlock) -> Block | None:
-        return Block(self.reason) if call.get("name") in self.names else None
+    def before_tool(self, call: ToolUseBlock) -> Blocked | None:
+        return Blocked(self.reason) if call.get("name") in self.names else None
 
 
-class SchemaCheck(Hooks):
+class SchemaHook(Hooks):
     """The registry's ``input_schema`` check written as a ``before_tool`` hook.
 
     It blocks a call whose input fails the schema with the very message the registry would
@@ -228,13 +246,13 @@ class SchemaCheck(Hooks):
     """
 
     def __init__(self, registry: ToolRegistry) -> None:
-        super().__init__(name="SchemaCheck")
+        super().__init__(name="SchemaHook")
         self.registry = registry
 
-    def before_tool(self, call: ContentBlock) -> Block | None:
+    def before_tool(self, call: ToolUseBlock) -> Blocked | None:
         t = self.registry.get(call.get("name"))
         problem = t.input_errors(call.get("input")) if t is not None else None
-        return Block(problem) if problem else None
+        return Blocked(problem) if problem else None
 
 
 class ThoughtRequired(Hooks):
@@ -251,14 +269,14 @@ class ThoughtRequired(Hooks):
     def after_reply(self, reply: Reply) -> None:
         self.had_thought = bool(reply.text.strip())
 
-    def before_tool(self, call: ContentBlock) -> Block | None:
+    def before_tool(self, call: ToolUseBlock) -> Blocked | None:
         if self.had_thought:
             return None
-        return Block("write one short sentence of reasoning (a thought) before each action, "
+        return Blocked("write one short sentence of reasoning (a thought) before each action, "
                      "then call the tool again.")
 
 
-def replace_input(call: ContentBlock, **changes: Any) -> ContentBlock:
+def replace_input(call: ToolUseBlock, **changes: Any) -> ToolUseBlock:
     """A copy of ``call`` with some input fields changed (for hooks that rewrite a call)."""
     return {**call, "input": {**(call.get("input") or {}), **changes}}
 
@@ -266,3 +284,30 @@ def replace_input(call: ContentBlock, **changes: Any) -> ContentBlock:
 def replace_result(execution: ToolExecution, content: str) -> ToolExecution:
     """A copy of ``execution`` sending ``content`` instead (for hooks that rewrite results)."""
     return dataclasses.replace(execution, content=content)
+
+
+# ---------------------------------------------------------------- trimming results
+
+def trim_text(text: str, max_tokens: int) -> str:
+    """``text`` cut to about ``max_tokens`` tokens (characters/4) with a note of the cut.
+
+    The note says how much was kept, so the model knows the result is partial. Text already
+    within the limit is returned unchanged. ``ValueError`` for ``max_tokens < 1``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1 (got {max_tokens})")
+    total = estimate_tokens(text)
+    if total <= max_tokens:
+        return text
+    return (text[: max_tokens * 4]
+            + f" …[trimmed: first {max_tokens:,} of about {total:,} tokens shown]")
+
+
+def trim_tool_results(max_tokens: int) -> Hooks:
+    """An ``after_tool`` hook that trims every tool result to about ``max_tokens`` tokens."""
+    trim_text("", max_tokens)  # validate now
+
+    def after_tool(call: Any, execution: ToolExecution) -> ToolExecution:
+        return dataclasses.replace(execution, content=trim_text(execution.content, max_tokens))
+
+    return Hooks(after_tool=after_tool, name=f"trim_tool_results({max_tokens})")

@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Union, get_args
+from typing import Any, Union, cast, get_args
 
 import pydantic
 from typing_extensions import TypedDict, get_type_hints
@@ -276,7 +276,9 @@ def _pairing_problems(turns: list[tuple[str, list[tuple[str, dict[str, Any]]]]],
             if not uses or (t == len(turns) - 1 and final_is_assistant):
                 continue
             nxt = turns[t + 1][1] if t + 1 < len(turns) else []
-            answered = [b.get("tool_use_id") for _, b in nxt if b["type"] == "tool_result"]
+            # each block here passed block_problem: a tool_result's tool_use_id is a string
+            answered = [cast(str, b.get("tool_use_id")) for _, b in nxt
+                        if b["type"] == "tool_result"]
             missing = [b["id"] for _, b in uses if b["id"] not in answered]
             if missing:
                 problems.append(f"{uses[0][0].rsplit('.content', 1)[0]}: `tool_use` ids were "
@@ -374,7 +376,7 @@ def _members(union: Any) -> Iterable[Any]:
 def _adapter(cls: Any) -> pydantic.TypeAdapter[Any]:
     @pydantic.with_config(pydantic.ConfigDict(extra="forbid", strict=True))
     class Strict(TypedDict):
-        block: cls  # type: ignore[valid-type]
+        block: cls
 
     return pydantic.TypeAdapter(Strict)
 

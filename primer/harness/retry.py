@@ -2,17 +2,13 @@
 
 The vocabulary: a tool raises :class:`TransientToolError` (or :class:`RateLimited`) for a
 failure a later try may not have; :class:`ToolTimeout` is a call that passed its time
-limit; :class:`ModelRetriesExhausted` says every attempt of one model call failed.
+limit.
 
-:class:`RetryPolicy` is the harness's backoff: before retry ``k`` it waits ``base ×
-factor^(k-1)`` seconds (1 s, 2 s, 4 s, ...) plus up to ``jitter`` of that again at random,
-never more than ``max_delay_s``, or the server's ``retry_after_s`` if that is longer. The
-jitter is seeded per call (seed + the call's key), so runs are reproducible however threads
-interleave. :class:`ManualClock` is a clock that moves only when told, so backoff waits in
-tests and lessons take no real time.
+:class:`ManualClock` is a clock that moves only when told, so backoff waits in tests and
+lessons take no real time; :func:`retry_after_s` reads how long a server asked to wait.
 
-It sits below :mod:`primer.loop.config` (every run's config holds a ``RetryPolicy``),
-:mod:`primer.harness.timeouts` and :mod:`primer.harness.runner` (which runs the retries).
+The backoff itself, :class:`~primer.loop.config.RetryPolicy`, is part of every run's
+config; the loop's model call and the harness's :mod:`primer.harness.runner` retry by it.
 
 Source of the schedule: exponential backoff with jitter as described in Marc Brooker,
 "Exponential Backoff And Jitter", AWS Architecture Blog (2015); the 1 s / 2 s / 4 s figures
@@ -21,12 +17,10 @@ are the course's (SYLLABUS, "Production tools").
 
 from __future__ import annotations
 
-import random
 import threading
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from primer.loop.tools import ToolError
+from primer.loop.tools import ErrorKind, ToolError
 
 # ---------------------------------------------------------------- the error vocabulary
 
@@ -38,7 +32,7 @@ class TransientToolError(ToolError):
     an ordinary :class:`~primer.loop.tools.ToolError` and its message goes to the model.
     """
 
-    kind = "transient"
+    kind: ErrorKind = "transient"
 
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -88,18 +82,6 @@ class ToolTimeout(TransientToolError):
                        f"be interrupted: run it with run_in_subprocess")
 
 
-class ModelRetriesExhausted(RuntimeError):
-    """Every attempt of one model call failed with a transient error; the harness gave up.
-
-    ``attempts`` holds one record per failed attempt (see :func:`call_model_with_retries`).
-    """
-
-    def __init__(self, attempts: list[dict[str, Any]]) -> None:
-        reasons = "; ".join(f"attempt {a['attempt']}: {a['error']}" for a in attempts)
-        super().__init__(f"gave up after {len(attempts)} failed attempts ({reasons})")
-        self.attempts = attempts
-
-
 # ---------------------------------------------------------------- time and backoff
 
 class ManualClock:
@@ -130,65 +112,13 @@ class ManualClock:
     advance = sleep
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long to wait before each retry: exponential backoff with seeded jitter.
-
-    Before retry ``k`` (1 for the first retry) the wait is ``min(base_s × factor^(k-1) ×
-    (1 + jitter × u), max_delay_s)`` seconds, with ``u`` uniform in [0, 1) from a generator
-    seeded with ``seed`` and the call's key: the cap applies after the jitter, so the
-    backoff never waits longer than ``max_delay_s``. If the service sent a ``retry_after_s``
-    that is longer, the wait is that instead, even above the cap (the server's word wins).
-    Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer, never more than 60 s. How *many*
-    retries is the caller's setting (``tool_retries``, ``model_retries`` of
-    :class:`~primer.loop.config.AgentConfig`).
-
-    Raises ``ValueError`` for a negative base or jitter, a factor below 1 or a cap below
-    the base.
-    """
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    jitter: float = 0.1
-    max_delay_s: float = 60.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.base_s < 0:
-            problems.append(f"base_s must be >= 0 seconds (got {self.base_s})")
-        if self.factor < 1:
-            problems.append(f"factor must be >= 1 (got {self.factor})")
-        if self.jitter < 0:
-            problems.append(f"jitter must be a fraction >= 0 (got {self.jitter})")
-        if self.max_delay_s < self.base_s:
-            problems.append(f"max_delay_s ({self.max_delay_s}) must be >= base_s "
-                            f"({self.base_s})")
-        if problems:
-            raise ValueError("RetryPolicy: " + "; ".join(problems))
-
-    def rng(self, key: str) -> random.Random:
-        """The jitter generator for one call: seeded with ``seed`` and the call's ``key``."""
-        return random.Random(f"{self.seed}:{key}")
-
-    def backoff_s(self, retry: int) -> float:
-        """The wait before retry ``retry`` (1-based) without jitter, in seconds (capped)."""
-        if retry < 1:
-            raise ValueError(f"retry numbers start at 1 (got {retry})")
-        return min(self.base_s * self.factor ** (retry - 1), self.max_delay_s)
-
-    def delay_s(self, retry: int, rng: random.Random,
-                retry_after_s: float | None = None) -> float:
-        """The wait before retry ``retry`` (seconds): the backoff with jitter from ``rng``,
-        capped at ``max_delay_s``, or ``retry_after_s`` when the service asked for longer."""
-        delay = min(self.backoff_s(retry) * (1 + self.jitter * rng.random()), self.max_delay_s)
-        return max(delay, retry_after_s) if retry_after_s is not None else delay
-
-    def delays(self, retries: int, key: str = "") -> list[float]:
-        """The first ``retries`` waits (seconds) of a call with ``key``, as its retries see them."""
-        rng = self.rng(key)
-        return [self.delay_s(k, rng) for k in range(1, retries + 1)]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds to wait from HTTP response ``headers``: ``retry-after-ms`` (milliseconds,
+    non-standard but sent by Anthropic and OpenAI) or ``retry-after`` (seconds, RFC 9110);
+    ``None`` when neither is there or readable."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers[name]) / scale)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return None

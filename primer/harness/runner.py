@@ -27,9 +27,13 @@ the state instead. Other transient errors (a 503, a 429) prove the attempt finis
 are retried, always with the same key: a server that already did the work answers with the
 earlier result instead of doing it twice.
 
-**Model calls.** :func:`call_model_with_retries` retries a
-:class:`~primer.loop.model.TransientModelError` for that one call (no tool runs again) and
-counts the usage of failed attempts when the provider reported one.
+**Hooks.** The runner is the seam the loop hands each call to
+(:class:`~primer.loop.state.RunInputs`.runner), so hooks wrap the call here: ``before_tool``
+once before the first attempt, ``after_tool`` once after the last (see
+:mod:`primer.harness.hooks`).
+
+(Model calls are retried by the loop itself, :func:`primer.loop.steps.call_model`, by the
+same :class:`~primer.loop.config.RetryPolicy`.)
 
 Source of the backoff schedule: exponential backoff with jitter as described in Marc Brooker,
 "Exponential Backoff And Jitter", AWS Architecture Blog (2015); the 1 s / 2 s / 4 s figures
@@ -38,22 +42,21 @@ are the course's (SYLLABUS, "Production tools").
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from primer.loop.config import AgentConfig
-from primer.loop.messages import Block
-from primer.loop.model import Reply, TransientModelError, Usage
+from primer.loop.config import AgentConfig, RetryPolicy
+from primer.loop.messages import ToolUseBlock
 from primer.loop.text import safe_str
-from primer.loop.tools import Tool, ToolExecution, ToolRegistry, idempotency_key
+from primer.loop.tools import ErrorKind, Tool, ToolExecution, ToolRegistry, idempotency_key
 
-from .retry import ModelRetriesExhausted, RetryPolicy, ToolTimeout, TransientToolError
-from .timeouts import HungCall, call_with_timeout, raise_if_abandoned
+from .hooks import Hooks, run_hooked
+from .retry import ToolTimeout, TransientToolError
+from .timeouts import call_with_timeout
 
 # ---------------------------------------------------------------- the tool runner
 
@@ -61,13 +64,15 @@ from .timeouts import HungCall, call_with_timeout, raise_if_abandoned
 class ToolRunner:
     """Runs one ``tool_use`` block with a timeout and retries: ``runner(block) -> ToolExecution``.
 
-    Pass it as ``execute_tools(registry, calls, run=runner)``; the agent loop builds one from
-    its :class:`~primer.loop.config.AgentConfig` (:meth:`from_config`).
+    Pass it as ``execute_tools(registry, calls, run=runner)``; the production harness builds
+    one from the run's :class:`~primer.loop.config.AgentConfig` (:meth:`from_config`) and
+    plugs it into the loop as the run's ``runner``.
 
     - ``timeout_s``: default limit per attempt in seconds (a tool's own ``timeout_s`` wins);
       ``None`` runs calls in the calling thread with no limit.
     - ``retries``: retries after the first attempt for transient errors (0 = never retry).
     - ``policy``: the waits between attempts; ``sleep(seconds)`` waits (injectable).
+    - ``hooks``: :class:`~primer.harness.hooks.Hooks` around every call.
 
     Read-only tools retry every transient error. Side-effecting tools never retry a timeout
     (the result says to check state first) and retry other transient errors with the same
@@ -85,6 +90,7 @@ class ToolRunner:
     retries: int = 2
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    hooks: list[Hooks] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.retries < 0:
@@ -94,16 +100,23 @@ class ToolRunner:
                              f"(got {self.timeout_s})")
 
     @classmethod
-    def from_config(cls, registry: ToolRegistry, config: AgentConfig) -> ToolRunner:
+    def from_config(cls, registry: ToolRegistry, config: AgentConfig,
+                    hooks: Iterable[Hooks] = ()) -> ToolRunner:
         """A run's runner, from ``tool_timeout_s``, ``tool_retries``, ``retry`` and ``sleep``."""
         return cls(registry, config.tool_timeout_s, config.tool_retries, config.retry,
-                   config.sleep)
+                   config.sleep, list(hooks))
 
     def timeout_for(self, t: Tool) -> float | None:
         """Seconds one attempt of ``t`` may take: its own ``timeout_s``, else the default."""
         return t.timeout_s if t.timeout_s is not None else self.timeout_s
 
-    def __call__(self, block: Block) -> ToolExecution:
+    def __call__(self, block: ToolUseBlock) -> ToolExecution:
+        if self.hooks:
+            return run_hooked(self.hooks, self.run_call, block, self.registry)
+        return self.run_call(block)
+
+    def run_call(self, block: ToolUseBlock) -> ToolExecution:
+        """One call's attempts, without the hooks: the result the model gets."""
         t = self.registry.get(block.get("name"))
         if t is None:
             return self.registry.run(block)
@@ -116,28 +129,15 @@ class ToolRunner:
             return self._attempts(block, t, [], (execution, error))
         return self._attempts(block, t, [], None)
 
-    def resume_timed_out(self, hung: HungCall) -> ToolExecution:
-        """The rest of a call whose attempt passed its limit inline on a watched loop thread.
-
-        That attempt counts as a :class:`ToolTimeout` (it is abandoned, not stopped), and the
-        call goes on exactly as if the attempt had raised it: a read-only tool may be
-        retried, a side-effecting one gets the "check the state" result. Returns the call's
-        final execution.
-        """
-        t = self.registry[hung.block["name"]]  # it ran, so it is registered
-        error = ToolTimeout(hung.timeout_s)
-        timed_out = ToolExecution(str(hung.block.get("id", "")), t.name, hung.block.get("input"),
-                                  safe_str(error), True, "tool_error", hung.timeout_s)
-        return self._attempts(hung.block, t, hung.attempts, (timed_out, error))
-
-    def _attempts(self, block: Block, t: Tool, log: list[dict[str, Any]],
+    def _attempts(self, block: ToolUseBlock, t: Tool, log: list[dict[str, Any]],
                   first: tuple[ToolExecution, TransientToolError] | None) -> ToolExecution:
         """Attempts of one call until one succeeds, fails for good or retries run out.
 
         ``log`` holds the attempts made so far; ``first``, when given, is the outcome of an
-        attempt made elsewhere (a hung inline attempt) to count before any new one.
+        attempt already made (an untimed first attempt) to count before any new one.
         """
         timeout = self.timeout_for(t)
+        error: TransientToolError | None
         while True:
             if first is not None:
                 (execution, error), first = first, None
@@ -150,7 +150,7 @@ class ToolRunner:
                         if timeout is None:
                             return tool.invoke(args, tool_use_id)
                         return call_with_timeout(lambda: tool.invoke(args, tool_use_id),
-                                                 timeout, block=block, attempts=log)
+                                                 timeout)
                     except TransientToolError as e:
                         caught.append(e)
                         raise
@@ -167,7 +167,7 @@ class ToolRunner:
                 return outcome
             self.sleep(outcome)
 
-    def after_attempt(self, block: Block, t: Tool, execution: ToolExecution,
+    def after_attempt(self, block: ToolUseBlock, t: Tool, execution: ToolExecution,
                       error: TransientToolError | None,
                       log: list[dict[str, Any]]) -> ToolExecution | float:
         """What follows one attempt of ``t`` (its ``execution``, and the transient ``error``
@@ -200,13 +200,12 @@ class ToolRunner:
         if len(log) > self.retries:
             return self._finish(execution, log, _gave_up_message(t, log), error.kind
                                 if len(log) == 1 else "gave_up")
-        record["delay_s"] = self.policy.delay_s(len(log), _rng_at(self.policy, call_id, len(log)),
-                                                error.retry_after_s)
+        record["delay_s"] = self.policy.delay_at(len(log), call_id, error.retry_after_s)
         return record["delay_s"]
 
     @staticmethod
     def _finish(execution: ToolExecution, log: list[dict[str, Any]], content: str | None = None,
-                error_kind: str | None = None) -> ToolExecution:
+                error_kind: ErrorKind | None = None) -> ToolExecution:
         # The execution is the last attempt's, fresh from registry.run: complete it in place.
         execution.content = content or execution.content
         execution.error_kind = error_kind or execution.error_kind
@@ -214,16 +213,6 @@ class ToolRunner:
         execution.latency_s = sum(r["latency_s"] for r in log)
         execution.attempt_log = log
         return execution
-
-
-def _rng_at(policy: RetryPolicy, key: str, retry: int) -> random.Random:
-    """The call's jitter generator as it stands before retry ``retry`` (1-based): seeded
-    afresh and advanced past the draws of the retries before, so each wait is the same
-    whichever loop, thread or process computes it."""
-    rng = policy.rng(key)
-    for _ in range(retry - 1):
-        rng.random()
-    return rng
 
 
 class _Caught(threading.local):
@@ -285,65 +274,3 @@ def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
     return (f"{t.name} failed {len(log)} attempts ({reasons}), with {waited:.1f} s of backoff "
             f"between them; gave up. The service is not answering now: do not call {t.name} "
             f"again in this task; tell the user it is unavailable and to try later.")
-
-
-# ---------------------------------------------------------------- model calls
-
-def call_model_with_retries(call: Callable[[], Reply], *, retries: int, policy: RetryPolicy,
-                            sleep: Callable[[float], None], key: str,
-                            failed: list[dict[str, Any]],
-                            first: TransientModelError | None = None) -> Reply:
-    """``call()``, retried up to ``retries`` times on a transient model error.
-
-    A transient error is a :class:`~primer.loop.model.TransientModelError` (rate limit,
-    overload, connection). Only this one model call is repeated: the message list it sends
-    is the same, so no tool that already ran runs again. Each failed attempt is appended to
-    ``failed`` as ``{"attempt", "error", "retry_after_s", "delay_s", "usage"}`` (``usage``
-    when the provider reported the failed call's tokens, else ``None``), so the caller can
-    count what failed attempts cost. ``key`` seeds the jitter. ``first``, when given, is the
-    error of a first attempt the caller already made (so the common case, an attempt that
-    succeeds, pays nothing for the retry machinery).
-
-    Raises :class:`ModelRetriesExhausted` when every attempt failed transiently; any other
-    exception from ``call`` propagates at once (it is not transient).
-    """
-    error = first
-    while True:
-        if error is None:
-            raise_if_abandoned()
-            try:
-                return call()
-            except TransientModelError as e:
-                error = e
-        sleep(model_failure(error, retries=retries, policy=policy, key=key, failed=failed))
-        error = None
-
-
-def model_failure(error: TransientModelError, *, retries: int, policy: RetryPolicy, key: str,
-                  failed: list[dict[str, Any]]) -> float:
-    """Record one failed model attempt in ``failed``; the seconds to wait before the next.
-
-    The bookkeeping of :func:`call_model_with_retries`, shared with the async loop's model
-    retries. Raises :class:`ModelRetriesExhausted` (from ``error``) once ``failed`` holds
-    more than ``retries`` attempts.
-    """
-    usage = error.usage if isinstance(error.usage, Usage) \
-        and error.usage.problem() is None else None  # (a broken figure is not counted)
-    record = {"attempt": len(failed) + 1, "error": f"{type(error).__name__}: {error}",
-              "retry_after_s": error.retry_after_s, "delay_s": None,
-              "usage": usage.to_dict() if usage else None}
-    failed.append(record)
-    if len(failed) > retries:
-        raise ModelRetriesExhausted(failed) from error
-    record["delay_s"] = policy.delay_s(len(failed), _rng_at(policy, key, len(failed)),
-                                       error.retry_after_s)
-    return record["delay_s"]
-
-
-def failed_usage(failed: list[dict[str, Any]]) -> Usage:
-    """The summed usage of failed attempts recorded by :func:`call_model_with_retries`."""
-    total = Usage()
-    for record in failed:
-        if record.get("usage"):
-            total = total + Usage.from_dict(record["usage"])
-    return total

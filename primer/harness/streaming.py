@@ -28,20 +28,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
-from primer.loop.jsontext import compact
-from primer.loop.messages import Block
+from primer.loop.messages import (
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    compact,
+    text_block,
+    thinking_block,
+)
+from primer.loop.model import DELTA_KINDS, Reply, ScriptedLLM
 
-#: The kinds of delta event the loop sends to ``on_event`` while a reply streams.
-DELTA_KINDS = ("text_delta", "thinking_delta", "tool_use_start", "input_json_delta",
-               "tool_use_input")
-#: The event kinds a streaming model may send through the ``on_delta`` the loop hands it:
-#: the deltas above and ``model_fallback`` (a :class:`~primer.harness.fallback.FallbackLLM`
-#: switching model). The loop drops any other kind, so a model cannot send events under the
-#: loop's own names (``stop``, ``tool_execution``, ...).
-MODEL_EVENT_KINDS = frozenset(DELTA_KINDS) | {"model_fallback"}
+__all__ = ["CUTS", "DELTA_KINDS", "DeltaRelay", "StreamingScriptedLLM", "block_events",
+           "pieces", "wire_events"]
 
 #: How :func:`wire_events` can cut a stream off in the middle of its first ``tool_use``
 #: block's input: ``"max_tokens"`` (the model reached its limit: the block closes half
@@ -66,18 +69,26 @@ def pieces(text: str) -> list[str]:
 def block_events(index: int, block: Block) -> list[dict[str, Any]]:
     """The ``content_block_start`` / ``_delta`` / ``_stop`` events of one content block."""
     kind = block.get("type")
+    start: Mapping[str, Any]
+    deltas: list[dict[str, Any]]
+    # each branch reads the block as the type its "type" names, with .get: a block off the
+    # wire may lack a field
     if kind == "text":
+        text = cast(TextBlock, block)
         start, deltas = {"type": "text", "text": ""}, [
-            {"type": "text_delta", "text": p} for p in pieces(block.get("text", ""))]
+            {"type": "text_delta", "text": p} for p in pieces(text.get("text", ""))]
     elif kind == "thinking":
+        thinking = cast(ThinkingBlock, block)
         start, deltas = {"type": "thinking", "thinking": "", "signature": ""}, [
-            {"type": "thinking_delta", "thinking": p} for p in pieces(block.get("thinking", ""))]
-        deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+            {"type": "thinking_delta", "thinking": p}
+            for p in pieces(thinking.get("thinking", ""))]
+        deltas.append({"type": "signature_delta", "signature": thinking.get("signature", "")})
     elif kind == "tool_use":
-        start = {"type": "tool_use", "id": block.get("id"), "name": block.get("name"),
+        call = cast(ToolUseBlock, block)
+        start = {"type": "tool_use", "id": call.get("id"), "name": call.get("name"),
                  "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": p}
-                  for p in _json_pieces(block.get("input"))]
+                  for p in _json_pieces(call.get("input"))]
     else:  # redacted_thinking and any other block arrive whole
         start, deltas = block, []
     return ([{"type": "content_block_start", "index": index, "content_block": start}]
@@ -93,11 +104,17 @@ def _half_written(index: int, block: Block) -> list[dict[str, Any]]:
         text = compact(block.get("input"))
         half = [{"type": "input_json_delta", "partial_json": p}
                 for p in _json_pieces_of(text[:max(1, len(text) // 2)])]
-        return block_events(index, {**block, "input": None})[:1] + [
+        # input None is no ToolUseBlock's, but only the start event is kept, which has none
+        no_input = cast(ToolUseBlock, {**block, "input": None})
+        return block_events(index, no_input)[:1] + [
             {"type": "content_block_delta", "index": index, "delta": d} for d in half]
     if kind in ("text", "thinking"):
-        text = block.get(kind, "")
-        events = block_events(index, {"type": kind, kind: text[:len(text) // 2]})
+        if kind == "text":  # read with .get as in block_events
+            text = cast(TextBlock, block).get("text", "")
+            events = block_events(index, text_block(text[:len(text) // 2]))
+        else:
+            text = cast(ThinkingBlock, block).get("thinking", "")
+            events = block_events(index, thinking_block(text[:len(text) // 2]))
         return [e for e in events if e["type"] != "content_block_stop"  # and no signature:
                 and e.get("delta", {}).get("type") != "signature_delta"]  # it comes last
     return block_events(index, block)[:1]
@@ -166,7 +183,8 @@ class DeltaRelay:
 
     def __init__(self, on_delta: DeltaSink) -> None:
         self.on_delta = on_delta
-        self._calls: dict[int, tuple[Any, Any, list[str]]] = {}
+        # keyed by the event's ``index`` as it came (an int from a well-formed stream)
+        self._calls: dict[Any, tuple[Any, Any, list[str]]] = {}
 
     def feed(self, event: dict[str, Any]) -> None:
         """Relay one event."""
@@ -186,14 +204,34 @@ class DeltaRelay:
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
-                self._calls[index] = (block.get("id"), block.get("name"), [])  # type: ignore[index]
+                self._calls[index] = (block.get("id"), block.get("name"), [])
                 self.on_delta("tool_use_start", {"index": index, "id": block.get("id"),
                                                  "name": block.get("name")})
         elif kind == "content_block_stop" and index in self._calls:
-            call_id, name, parts = self._calls.pop(index)  # type: ignore[arg-type]
+            call_id, name, parts = self._calls.pop(index)
             try:
                 value = json.loads("".join(parts) or "{}")
             except ValueError:
                 return  # cut off half-way through its input: never complete
             self.on_delta("tool_use_input", {"index": index, "id": call_id, "name": name,
                                              "input": value})
+
+
+class StreamingScriptedLLM(ScriptedLLM):
+    """A :class:`~primer.loop.model.ScriptedLLM` that streams like a real model: the loop
+    passes ``on_delta`` and each reply reaches it as the deltas the Messages API's events
+    for it would give (:func:`wire_events` through a :class:`DeltaRelay`) before the reply
+    is returned, unchanged. Arguments as for ``ScriptedLLM``."""
+
+    stream = True
+
+    def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                 max_tokens: int, on_delta: DeltaSink | None = None) -> Reply:
+        reply = super().__call__(system=system, messages=messages, tools=tools,
+                                 max_tokens=max_tokens)
+        if on_delta is not None:
+            relay = DeltaRelay(on_delta)
+            for event in wire_events({"content": reply.content, "stop_reason": reply.stop_reason,
+                                      "usage": reply.usage.to_dict()}):
+                relay.feed(event)
+        return reply

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import LLM
 from primer.loop.result import AgentResult
 from primer.loop.state import StopCause
@@ -31,6 +30,7 @@ from primer.loop.text import one_line
 from primer.loop.tools import Tool, ToolOutput
 
 from .allowance import current_scope
+from .production import run_production
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -79,7 +79,7 @@ class SubAgent:
 
     def _run(self, task: str, config: AgentConfig) -> AgentResult:
         self.configs.append(config)
-        child = run_agent(self.make_llm(), task, self.tools, system=self.system, config=config)
+        child = run_production(self.make_llm(), task, self.tools, system=self.system, config=config)
         self.runs.append(child)
         return child
 

@@ -1,21 +1,15 @@
 """Timeouts: run a call so the harness can stop waiting for it, or kill it in a process.
 
-Every tool call gets a limit in seconds. :func:`call_with_timeout` runs a call on a
-long-lived daemon worker thread and stops *waiting* for it at the limit
-(:class:`~primer.harness.retry.ToolTimeout`); the workers are daemon threads, so a tool that
-never returns can keep neither the run nor the interpreter's exit waiting.
+Every tool call gets a limit in seconds. :func:`call_with_timeout` hands the call to a
+long-lived daemon worker thread and waits for it there, with the limit as the wait's timeout
+(:class:`~primer.harness.retry.ToolTimeout`). The loop itself stays on the caller's thread
+(thread-locals, context variables, a debugger and signal handling all stay with it); only
+the call moves. The workers live as long as the process and are reused, so a call costs two
+thread wake-ups (about ten microseconds), not a thread start; they are daemon threads, so a
+tool that never returns can keep neither the run nor the interpreter's exit waiting.
 (``concurrent.futures`` pools are not used for this: since Python 3.9 their workers are
-joined at interpreter exit, so one hung call would hang exit.)
-
-Handing a call to another thread and back costs two thread wake-ups (tens of microseconds on
-a virtual machine), more than the rest of a step. So the agent loop turns the roles around
-(:func:`run_watched`): the loop itself runs on a daemon worker thread and the caller's thread
-is the *watchdog*. A reply's single call then runs inline in the loop's thread with no
-hand-off; the watchdog sleeps until that call's deadline, and if the call is still running
-then, it answers it with a timeout (:class:`HungCall`) and carries the run on from the state
-on a fresh thread, while the stuck thread is abandoned: whatever its tool returns later is
-discarded. A reply's several calls still fan out on a pool, each waited for with its own
-limit.
+joined at interpreter exit, so one hung call would hang exit.) A worker stuck in a hung call
+stays busy; the next call gets another.
 
 What a thread cannot do: Python has no way to stop another thread. A timed-out call is
 *abandoned*, not stopped; it keeps running in the background and its side effect (a refund,
@@ -35,17 +29,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from primer.loop.messages import Block
 from primer.loop.tools import ToolError
 
 from .retry import ToolTimeout
 from .subprocess_child import run_and_send
-
-R = TypeVar("R")
-
 
 # ---------------------------------------------------------------- daemon worker threads
 
@@ -107,7 +96,7 @@ class _DaemonWorkers:
 
 _WORKERS = _DaemonWorkers()
 if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's worker threads
-    os.register_at_fork(after_in_child=_WORKERS.__init__)
+    os.register_at_fork(after_in_child=lambda: _DaemonWorkers.__init__(_WORKERS))
 
 
 def start_daemon(fn: Callable[[], Any]) -> None:
@@ -116,27 +105,18 @@ def start_daemon(fn: Callable[[], Any]) -> None:
     _WORKERS.submit(fn)
 
 
-def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
-                      block: Block | None = None,
-                      attempts: list[dict[str, Any]] | None = None) -> Any:
+def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     """``fn()``, but raise :class:`ToolTimeout` if it has not returned after ``timeout_s`` s.
 
-    With ``timeout_s=None`` the call runs in the calling thread (no thread hand-off). On a
-    watched loop thread, inside :class:`inline_calls`, it runs inline too, and the watchdog
-    answers it if it passes ``timeout_s`` (``block`` and ``attempts`` are the call and its
-    attempt log so far, for the thread that carries the run on; see :func:`run_watched`).
-    Else it runs on a long-lived daemon worker thread; on timeout the worker is abandoned
-    (Python cannot stop a thread), so the call may still finish later, side effects
-    included. Exceptions raised by ``fn`` are re-raised in the caller.
+    With ``timeout_s=None`` the call runs in the calling thread. Else it runs on a
+    long-lived daemon worker thread, with the caller's ``contextvars``; on timeout the worker
+    is abandoned (Python cannot stop a thread), so the call may still finish later, side
+    effects included. A call that returns only after its limit (it held the GIL, so the
+    waiter could not wake) is a timeout too, never a late success. Exceptions raised by
+    ``fn`` are re-raised in the caller.
     """
     if timeout_s is None:
         return fn()
-    watch = _local.watch
-    if (watch is not None and watch.section is not None and watch.armed is None
-            and block is not None):
-        return _run_inline(watch, fn, _Armed(time.monotonic() + timeout_s, block,
-                                             attempts if attempts is not None else [],
-                                             timeout_s))
     context = contextvars.copy_context()  # the caller's context (its current run) goes along
     start = time.monotonic()
     job = _WORKERS.submit(lambda: context.run(fn))
@@ -147,188 +127,6 @@ def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None, *,
     if job.error is not None:
         raise job.error
     return job.value
-
-
-# ---------------------------------------------------------------- the watched loop thread
-
-
-class Abandoned(BaseException):
-    """Raised in a loop thread whose run another thread carried on (never seen by callers).
-
-    A ``BaseException`` so that no ``except Exception`` between the tool and the thread's
-    top turns it into a result: the abandoned thread unwinds and touches the run no more.
-    """
-
-
-@dataclass
-class HungCall:
-    """A call that passed its time limit inline on a watched loop thread.
-
-    ``section`` is what the loop was doing (what it gave :class:`inline_calls`), ``block``
-    the ``tool_use`` block as the runner got it, ``attempts`` its attempt log before the hung
-    attempt (a list the thread carrying the run on may extend), ``timeout_s`` the limit it
-    passed (seconds).
-    """
-
-    section: Any
-    block: Block
-    attempts: list[dict[str, Any]]
-    timeout_s: float
-
-
-class _Armed:
-    """The inline attempt a watched thread is running: its deadline (monotonic seconds)."""
-
-    __slots__ = ("deadline", "block", "attempts", "timeout_s")
-
-    def __init__(self, deadline: float, block: Block, attempts: list[dict[str, Any]],
-                 timeout_s: float) -> None:
-        self.deadline, self.block, self.attempts, self.timeout_s = (deadline, block, attempts,
-                                                                    timeout_s)
-
-
-class _Watch:
-    """One watched loop thread: the section it is in, its armed attempt, whether it was taken
-    over. ``lock`` decides the race between a call returning and the watchdog's deadline."""
-
-    __slots__ = ("lock", "section", "armed", "taken")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.section: Any = None
-        self.armed: _Armed | None = None
-        self.taken = False
-
-
-class _Local(threading.local):
-    """This thread's watch, if it is a watched loop thread (a class default: reading it
-    when unset costs no exception)."""
-
-    watch: _Watch | None = None
-
-
-_local = _Local()
-
-
-def _run_inline(watch: _Watch, fn: Callable[[], Any], armed: _Armed) -> Any:
-    watch.armed = armed
-    try:
-        value = fn()
-    finally:
-        with watch.lock:
-            watch.armed = None
-            if watch.taken:  # the watchdog answered this call and another thread carries on
-                raise Abandoned  # noqa: B012 - discards the late result, by design
-    now = time.monotonic()
-    if now > armed.deadline:  # the watchdog could not wake in time (the call held the GIL)
-        raise ToolTimeout.finished_late(armed.timeout_s,
-                                        now - armed.deadline + armed.timeout_s)
-    return value
-
-
-class inline_calls:  # noqa: N801 - used as a statement: ``with inline_calls(section):``
-    """Inside this block, a timed call made by this watched loop thread runs inline.
-
-    ``section`` is whatever the loop needs to carry the run on if that call hangs (it comes
-    back as :attr:`HungCall.section`). Outside a watched thread this does nothing.
-    """
-
-    __slots__ = ("watch", "section")
-
-    def __init__(self, section: Any) -> None:
-        self.watch: _Watch | None = _local.watch
-        self.section = section
-
-    def __enter__(self) -> None:
-        if self.watch is not None:
-            self.watch.section = self.section
-
-    def __exit__(self, *exc: object) -> None:
-        if self.watch is not None:
-            self.watch.section = None
-
-
-def watched() -> bool:
-    """Whether this thread is a watched loop thread (see :func:`run_watched`)."""
-    return _local.watch is not None
-
-
-def raise_if_abandoned() -> None:
-    """Raise :class:`Abandoned` in a loop thread whose run was given up (the caller was
-    interrupted); a no-op anywhere else. Called before each model call."""
-    watch = _local.watch
-    if watch is not None and watch.taken:
-        raise Abandoned
-
-
-class _WatchedRun(Generic[R]):
-    """One run on watched worker threads: the current thread's watch and the outcome."""
-
-    def __init__(self, carry_on: Callable[[HungCall], R]) -> None:
-        self.carry_on = carry_on
-        self.context = contextvars.copy_context()  # the caller's context, in every thread
-        self.finished = threading.Lock()
-        self.finished.acquire()
-        self.watch = _Watch()
-        self.value: R | None = None
-        self.error: BaseException | None = None
-
-    def start(self, fn: Callable[[], R]) -> None:
-        watch = self.watch = _Watch()
-        context = self.context.copy()
-        _WORKERS.submit(lambda: context.run(self._main, watch, fn))
-
-    def _main(self, watch: _Watch, fn: Callable[[], R]) -> None:
-        _local.watch = watch
-        try:
-            self.value = fn()
-        except Abandoned:
-            return  # another thread carries the run on (or the caller gave it up)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            self.error = e
-        finally:
-            _local.watch = None
-        self.finished.release()
-
-    def wait(self, poll_s: float) -> R:
-        while True:
-            watch, armed = self.watch, self.watch.armed
-            wait = poll_s if armed is None else min(poll_s, armed.deadline - time.monotonic())
-            try:
-                if self.finished.acquire(timeout=max(wait, 0.0)):
-                    break
-            except BaseException:  # interrupted (Ctrl-C): give the run up, then re-raise
-                with watch.lock:
-                    watch.taken = True
-                raise
-            if armed is not None and time.monotonic() >= armed.deadline:
-                with watch.lock:
-                    hung = watch.armed is armed and not watch.taken
-                    watch.taken = hung
-                if hung:
-                    call = HungCall(watch.section, armed.block, armed.attempts, armed.timeout_s)
-                    self.start(lambda call=call: self.carry_on(call))
-        if self.error is not None:
-            raise self.error
-        return self.value  # type: ignore[return-value]
-
-
-def run_watched(fn: Callable[[], R], carry_on: Callable[[HungCall], R], poll_s: float) -> R:
-    """``fn()`` run on a daemon worker thread, its result returned in this thread.
-
-    While it runs this thread is its watchdog: it sleeps until the deadline of the call the
-    worker runs inline (see :func:`call_with_timeout`), waking at least every ``poll_s``
-    seconds (the shortest time limit of any call, so a new call is never noticed late). If
-    that call is still running at its deadline, the worker is abandoned and
-    ``carry_on(hung_call)`` runs on a fresh worker thread (watched the same way) to finish
-    the run; its result is returned. Exceptions from ``fn`` or ``carry_on`` are re-raised
-    here; the caller's ``contextvars`` context is visible in the worker threads. If this
-    thread is interrupted while it waits, the run is given up (the worker stops at its next
-    model call or call return) and the interruption is re-raised.
-    """
-    run: _WatchedRun[R] = _WatchedRun(carry_on)
-    run.start(fn)
-    return run.wait(poll_s)
 
 
 # ---------------------------------------------------------------- tools that may hang

@@ -1,46 +1,36 @@
 """Every exit of the loop: one small check each, and the order the loop makes them, as data.
 
-The model is stateless and cannot stop itself; the harness owns every exit. Each check has
-one signature, ``check(state) -> Stop | None``: it reads the run's state (the last reply is
+The model is stateless and cannot stop itself; the harness owns every exit. Each check is
+``check(state) -> Stop | None``: it reads the run's state (the last reply is
 ``state.last_reply``) and returns a :class:`~primer.loop.state.Stop` when its exit fires.
-Each is marked with the stop causes it can return (``check.causes``), so figures and lessons
-can show the exits without reading any source.
-
-The loop makes them in this order (:data:`ORDER` lists the same tuples by phase):
-
-* :data:`BEFORE_CALL` — the step limit, the wall clock, the caller's cancel signal; then
-  older turns may be compacted;
-* :data:`BEFORE_SEND` — the context window, and in ``budget_check="before"`` mode whether the
-  call could overspend a budget;
-* the model call;
-* :data:`AFTER_REPLY` — the model's own ``stop_reason`` (``end_turn`` is done, ``max_tokens``
-  means the reply was cut off so nothing in it runs, ``refusal``, the context window;
-  ``pause_turn`` continues); the budgets; a hand-off to a person; loop detection; the step
-  limit (tools asked for on the last allowed call never run: no call would read their
-  results, so a run never pauses for a call it could not follow up); the approval gate;
-* when the reply ended the turn and the run asked for a shape, :func:`validate_output`;
-* the tools run, all results in one user message in request order;
-* :data:`AFTER_TOOLS` — budgets spent by models inside the tools; no progress.
+``check.causes`` lists the stop causes it can return, so figures and lessons can show the exits
+without reading source. One turn: :data:`BEFORE_CALL`, compaction, :data:`BEFORE_SEND`, the
+model call, :data:`AFTER_REPLY` (then :func:`check_output` when the reply ended the turn and
+the run asked for a shape), the tools, :data:`AFTER_TOOLS`; :data:`ORDER` lists them by phase.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
-import pydantic
-
-from .config import AgentConfig
-from .context import prompt_size_text, prompt_tokens
-from .cost import cost_usd
 from .messages import Message, user_message
-from .model import STOP_REASONS, Usage
-from .state import RunState, Stop, StopCause, canonical_call, repeat_key
+from .model import STOP_REASONS, Usage, cost_usd
+from .state import (
+    HANDOFF_TOOL_NAME,
+    RunState,
+    Stop,
+    StopCause,
+    canonical_call,
+    handoff_tool,
+    prompt_size_text,
+    prompt_tokens,
+    repeat_key,
+)
 from .text import safe_str
-from .tools import Tool, ToolRegistry, call_needs_approval
+from .tools import call_needs_approval
 
 
 class Check(Protocol):
@@ -52,14 +42,25 @@ class Check(Protocol):
     def __call__(self, state: RunState) -> Stop | None: ...
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
-def stops(*causes: StopCause) -> Callable[[F], F]:
+class Marked(Protocol[R_co]):
+    """A function of the state marked with its stop causes (a :class:`Check`, or the output
+    step)."""
+
+    causes: tuple[StopCause, ...]
+    __name__: str
+
+    def __call__(self, state: RunState) -> R_co: ...
+
+
+def stops(*causes: StopCause) -> Callable[[Callable[[RunState], R]], Marked[R]]:
     """Mark a check (or the output step) with the stop causes it can return."""
-    def mark(fn: F) -> F:
+    def mark(fn: Callable[[RunState], R]) -> Marked[R]:
         fn.causes = causes  # type: ignore[attr-defined]
-        return fn
+        return cast(Marked[R], fn)
     return mark
 
 
@@ -78,10 +79,8 @@ def first_stop(checks: Iterable[Check], state: RunState) -> Stop | None:
 @stops(StopCause.MAX_STEPS)
 def check_step_limit(state: RunState) -> Stop | None:
     """Stop when the run has made its last allowed model call.
-
-    Checked before each call, and after a reply that still asks for tools: those tools are
-    not run, because no model call would read their results.
-    """
+    Checked before each call, and after a reply that still asks for tools: those tools never
+    run, as no model call would read their results."""
     if state.model_calls >= state.config.max_steps:
         n = state.config.max_steps
         return Stop(StopCause.MAX_STEPS,
@@ -102,12 +101,9 @@ def check_wall_clock(state: RunState) -> Stop | None:
 @stops(StopCause.CANCELLED)
 def check_cancelled(state: RunState) -> Stop | None:
     """Stop when the caller's cancel signal is set (checked before each model call).
-
-    A call of the last reply that had not started when the signal was set did not run: it
-    was answered with a ``not_run`` result, so the run stops with every ``tool_use``
-    answered and can be continued later.
-    """
-    cancel = state.cancel
+    Calls of the last reply that had not started got ``not_run`` results, so every
+    ``tool_use`` is answered and the run can be continued later."""
+    cancel = state.inputs.cancel
     if cancel is not None and cancel.is_set():
         unrun = sum(e.error_kind == "not_run" for e in state.steps[-1].executions) \
             if state.steps else 0
@@ -121,10 +117,7 @@ def check_cancelled(state: RunState) -> Stop | None:
 @stops(StopCause.CONTEXT_WINDOW)
 def check_context(state: RunState) -> Stop | None:
     """Stop before a call whose prompt passes context_stop_share of the window.
-
-    The prompt's size is :func:`~primer.loop.context.prompt_tokens`: the last call's
-    reported prompt plus the characters/4 estimate of what was added since.
-    """
+    The prompt's size is :func:`~primer.loop.state.prompt_tokens`."""
     c = state.config
     limit = int(c.context_window * c.context_stop_share)
     if prompt_tokens(state) > limit:
@@ -138,23 +131,20 @@ def check_context(state: RunState) -> Stop | None:
 @stops(StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET)
 def check_budgets_before_call(state: RunState) -> Stop | None:
     """In "before" mode, stop before a call that could take a budget past its limit.
-
-    The worst case of the next call is the prompt's size plus ``max_tokens`` of output; if
-    the running total plus that would cross the budget, the call is not made. The prompt's
-    size is :func:`~primer.loop.context.prompt_tokens` (the last call's reported prompt
-    plus the estimate of what was added since), or its exact count when the model offers one
-    (an ``exact_count`` attribute that is true and a ``count_tokens(*, system, messages,
-    tools)`` method, as :class:`~primer.providers.claude.ClaudeLLM` does); if counting fails
-    the estimate is used.
-    """
+    The worst case is the prompt plus ``max_tokens`` of output. The prompt is
+    :func:`~primer.loop.state.prompt_tokens`, or the exact count of a model with a true
+    ``exact_count`` and ``count_tokens(*, system, messages, tools)`` (as
+    :class:`~primer.providers.claude.ClaudeLLM`), the estimate if counting fails."""
     c = state.config
     if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
     prompt, how = prompt_tokens(state), "about"
-    if state.llm is not None and getattr(state.llm, "exact_count", False):
+    llm = state.inputs.llm
+    if getattr(llm, "exact_count", False):
         try:
-            prompt = int(state.llm.count_tokens(  # type: ignore[attr-defined]
-                system=state.system, messages=state.messages, tools=state.tool_defs))
+            prompt = int(llm.count_tokens(  # type: ignore[attr-defined]
+                system=state.inputs.system, messages=state.messages,
+                tools=state.inputs.tool_defs))
             how = "exactly"
         except Exception:  # noqa: BLE001 - counting is an optimisation; fall back
             prompt = prompt_tokens(state)
@@ -194,12 +184,9 @@ def _calls_not_run(calls: int) -> str:
        StopCause.MODEL_ERROR)
 def check_stop_reason(state: RunState) -> Stop | None:
     """The model's own stop reason, checked first.
-
-    ``end_turn`` (or ``stop_sequence``, or a ``tool_use`` reply without a tool call) with no
-    tool call ends the run with the answer. ``max_tokens`` ends it without running anything
-    in the cut-off reply. ``refusal`` ends it without treating the content as an answer. An
-    unknown stop reason is a model error. ``pause_turn`` and replies with tool calls continue.
-    """
+    An unknown one is a model error; ``max_tokens`` ends the run running nothing of the cut-off
+    reply; ``refusal`` ends it with no answer. ``pause_turn`` and replies with tool calls go
+    on; any other reply (``end_turn``, ``stop_sequence``) ends the run with the answer."""
     reply, n = state.last_reply, state.model_calls
     if reply.stop_reason not in _KNOWN_STOP_REASONS:
         return Stop(StopCause.MODEL_ERROR,
@@ -240,13 +227,11 @@ def check_budgets(state: RunState) -> Stop | None:
 @stops(StopCause.HANDOFF)
 def check_handoff(state: RunState) -> Stop | None:
     """Stop with handoff when the model called handoff_to_human; log its reason.
-
-    Only the built-in hand-off tool counts: when it was not offered (``offer_handoff=False``),
-    or a user's own tool has that name, the call is an ordinary tool call.
-    """
+    Only the built-in tool counts: when it was not offered (``offer_handoff=False``), or a
+    user's own tool has that name, the call is an ordinary tool call."""
     for block in state.last_reply.tool_uses:
         if block.get("name") == HANDOFF_TOOL_NAME:
-            if state.registry.get(HANDOFF_TOOL_NAME) is not handoff_tool():
+            if state.inputs.registry.get(HANDOFF_TOOL_NAME) is not handoff_tool():
                 return None
             args = block.get("input")
             reason = args.get("reason") if isinstance(args, dict) else None
@@ -262,9 +247,9 @@ def check_repeats(state: RunState) -> Stop | None:
     threshold = state.config.repeat_threshold
     if threshold is None:
         return None
-    reply = state.last_reply
-    for block in reply.tool_uses:
-        key = repeat_key(block, reply.refused) if reply.refused else canonical_call(block)
+    step = state.steps[-1]
+    for block in step.reply.tool_uses:
+        key = repeat_key(block, step.refused) if step.refused else canonical_call(block)
         state.repeat_counts[key] += 1
         if state.repeat_counts[key] >= threshold:
             return Stop(StopCause.LOOP_DETECTED,
@@ -276,16 +261,13 @@ def check_repeats(state: RunState) -> Stop | None:
 @stops(StopCause.AWAITING_APPROVAL)
 def check_approval(state: RunState) -> Stop | None:
     """Pause with awaiting_approval when a requested call needs a person's approval.
-
-    A call needs it when its tool's ``needs_approval`` is true, or its predicate says so for
-    this input; a call refused where the reply entered the loop never runs, so never waits.
-    """
+    Which calls need it: :func:`~primer.loop.tools.call_needs_approval` (never a refused one)."""
     names: set[str] = set()
-    reply = state.last_reply
-    for b in reply.tool_uses:
-        t = state.registry.get(b.get("name"))
+    step, registry = state.steps[-1], state.inputs.registry
+    for b in step.reply.tool_uses:
+        t = registry.get(b.get("name"))
         if t is not None and t.needs_approval is not False \
-                and call_needs_approval(state.registry, b, reply.refused):
+                and call_needs_approval(registry, b, step.refused):
             names.add(t.name)
     if names:
         return Stop(StopCause.AWAITING_APPROVAL,
@@ -300,10 +282,8 @@ def check_approval(state: RunState) -> Stop | None:
 @stops(StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET)
 def check_budgets_after_tools(state: RunState) -> Stop | None:
     """Stop when models run inside the last reply's tools (sub-agents) crossed a budget.
-
-    A sub-agent's usage joins the run's totals when its result is recorded, so a child can
-    spend the parent's budget; this check stops the parent before its next call.
-    """
+    A child's usage joins the run's totals with its result, so it spends the parent's budget;
+    this stops the parent before its next call."""
     executions = state.steps[-1].executions
     for e in executions:  # (a loop: cheaper than all() over a generator, every step)
         if e.usage is not None:
@@ -333,13 +313,10 @@ def check_no_progress(state: RunState) -> Stop | None:
 
 @dataclass
 class OutputVerdict:
-    """What :func:`validate_output` decided about a final answer.
-
-    Accept: ``stop`` is the ``end_turn`` stop (``state.output`` holds the parsed answer).
-    Retry: ``stop`` is ``None`` and ``corrective`` is the user message asking for a fixed
-    answer; the loop appends it and calls the model again. Stop: ``stop`` is an
-    ``invalid_output`` stop, or a budget's stop when no corrective turn can be paid for.
-    """
+    """What :func:`check_output` decided about a final answer. Accept: ``stop`` is the
+    ``end_turn`` stop (``state.output`` holds the answer). Retry: ``stop`` is ``None`` and
+    ``corrective`` the user message the loop appends before calling again. Stop: an
+    ``invalid_output`` stop, or a budget's when no corrective turn can be paid for."""
 
     stop: Stop | None
     corrective: Message | None = None
@@ -347,18 +324,17 @@ class OutputVerdict:
 
 @stops(StopCause.END_TURN, StopCause.INVALID_OUTPUT, StopCause.TOKEN_BUDGET,
        StopCause.COST_BUDGET)
-def validate_output(state: RunState) -> OutputVerdict:
+def check_output(state: RunState) -> OutputVerdict:
     """Check a final answer against the run's output_model (a pydantic model class).
+    The text must be JSON it accepts, strictly (a ``"1"`` for an ``int`` fails; a
+    ```` ```json ```` fence is read). A failing answer gets a corrective turn naming each bad
+    field, with the JSON Schema, while ``config.output_retries``, a model call and the budgets
+    allow; else the run stops, so it never becomes ``final_text``. Emits one
+    ``output_invalid`` event per failing answer."""
+    import pydantic  # (only a run with an output_model gets here)
 
-    The reply's text must be JSON the model accepts (strict: a ``"1"`` where the model says
-    ``int`` fails, nothing is converted; a ```` ```json ```` fence is read). A failing answer
-    gets a corrective turn naming every failing field, with the expected JSON Schema, while
-    ``config.output_retries`` remain, a model call is left and no budget is spent; else the
-    run stops, so a failing answer never becomes ``final_text``. Emits one
-    ``output_invalid`` event per failing answer.
-    """
-    model = state.output_model
-    assert model is not None, "validate_output needs state.output_model"
+    model = state.inputs.output_model
+    assert model is not None, "check_output needs inputs.output_model"
     n = state.model_calls
     try:
         state.output = model.model_validate_json(_json_text(state.last_reply.text),
@@ -412,49 +388,8 @@ AFTER_TOOLS: tuple[Check, ...] = (check_budgets_after_tools, check_no_progress)
 
 #: One turn of the loop as figures and lessons show it: each phase with its exits in the
 #: order they are made (the same tuples the loop runs, and the output step where it sits).
-ORDER: tuple[tuple[str, tuple[Callable[..., Any], ...]], ...] = (
+ORDER: tuple[tuple[str, tuple[Marked[Any], ...]], ...] = (
     ("before the model call", BEFORE_CALL + BEFORE_SEND),
-    ("after the model reply", AFTER_REPLY + (validate_output,)),
+    ("after the model reply", AFTER_REPLY + (check_output,)),
     ("after the tools ran", AFTER_TOOLS),
 )
-
-
-# ---------------------------------------------------------------- the hand-off tool
-
-HANDOFF_TOOL_NAME = "handoff_to_human"
-
-#: The hand-off tool's definition. It is a tool so that the hand-off is a logged request
-#: with a reason; the harness intercepts it and ends the run with ``StopCause.HANDOFF``.
-HANDOFF_TOOL_DEF: dict[str, Any] = {
-    "name": HANDOFF_TOOL_NAME,
-    "description": ("Hand the task to a person. Use it when the request is outside what you "
-                    "may do (for example an amount above your authority), when the user asks "
-                    "for a person, or when you cannot make progress. Give the reason."),
-    "input_schema": {"type": "object",
-                     "properties": {"reason": {"type": "string",
-                                               "description": "Why a person must take over."}},
-                     "required": ["reason"], "additionalProperties": False},
-}
-
-
-def _handoff_never_runs(**_: Any) -> str:
-    raise RuntimeError("the harness intercepts handoff_to_human; it never runs")
-
-
-@functools.lru_cache(maxsize=1)
-def handoff_tool() -> Tool:
-    """A :class:`Tool` for :data:`HANDOFF_TOOL_DEF` (the loop intercepts it; it never runs).
-
-    Built once and shared: checking its schema costs milliseconds, too much to repeat per run.
-    """
-    return Tool(HANDOFF_TOOL_DEF["name"], HANDOFF_TOOL_DEF["description"],
-                HANDOFF_TOOL_DEF["input_schema"], _handoff_never_runs)
-
-
-def registry_for_run(tools: ToolRegistry | Iterable[Tool], config: AgentConfig) -> ToolRegistry:
-    """The run's allow-list: ``tools``, plus the hand-off tool when ``offer_handoff`` is on
-    and no tool of that name was given. Raises ``ValueError`` for two tools of one name."""
-    base = list(tools)
-    if config.offer_handoff and all(t.name != HANDOFF_TOOL_NAME for t in base):
-        base.append(handoff_tool())
-    return ToolRegistry(base)

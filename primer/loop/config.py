@@ -13,16 +13,14 @@ A config travels as JSON in traces and checkpoints (:meth:`AgentConfig.to_dict`,
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from primer.harness.retry import RetryPolicy
-
-from .cost import Prices
 from .messages import Message
-from .model import Usage
+from .model import Prices, Usage
 
 #: A summariser: older messages in, summary text out (optionally with the usage it cost).
 Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
@@ -31,7 +29,81 @@ Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
 CALLABLE_SETTINGS = frozenset({"clock", "sleep", "summarizer"})
 
 
-@dataclass
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to wait before each retry: exponential backoff with seeded jitter.
+
+    Before retry ``k`` (1 for the first retry) the wait is ``min(base_s × factor^(k-1) ×
+    (1 + jitter × u), max_delay_s)`` seconds, with ``u`` uniform in [0, 1) from a generator
+    seeded with ``seed`` and the call's key: the cap applies after the jitter, so the
+    backoff never waits longer than ``max_delay_s``. If the service sent a ``retry_after_s``
+    that is longer, the wait is that instead, even above the cap (the server's word wins).
+    Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer, never more than 60 s. How *many*
+    retries is the caller's setting (``tool_retries``, ``model_retries`` of
+    :class:`AgentConfig`).
+
+    Raises ``ValueError`` for a negative base or jitter, a factor below 1 or a cap below
+    the base. Source: exponential backoff with jitter as in Marc Brooker, "Exponential Backoff
+    And Jitter", AWS Architecture Blog (2015); the 1 s / 2 s / 4 s figures are the course's.
+    """
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    jitter: float = 0.1
+    max_delay_s: float = 60.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.base_s < 0:
+            problems.append(f"base_s must be >= 0 seconds (got {self.base_s})")
+        if self.factor < 1:
+            problems.append(f"factor must be >= 1 (got {self.factor})")
+        if self.jitter < 0:
+            problems.append(f"jitter must be a fraction >= 0 (got {self.jitter})")
+        if self.max_delay_s < self.base_s:
+            problems.append(f"max_delay_s ({self.max_delay_s}) must be >= base_s "
+                            f"({self.base_s})")
+        if problems:
+            raise ValueError("RetryPolicy: " + "; ".join(problems))
+
+    def rng(self, key: str) -> random.Random:
+        """The jitter generator for one call: seeded with ``seed`` and the call's ``key``."""
+        return random.Random(f"{self.seed}:{key}")
+
+    def backoff_s(self, retry: int) -> float:
+        """The wait before retry ``retry`` (1-based) without jitter, in seconds (capped)."""
+        if retry < 1:
+            raise ValueError(f"retry numbers start at 1 (got {retry})")
+        return min(self.base_s * self.factor ** (retry - 1), self.max_delay_s)
+
+    def delay_s(self, retry: int, rng: random.Random,
+                retry_after_s: float | None = None) -> float:
+        """The wait before retry ``retry`` (seconds): the backoff with jitter from ``rng``,
+        capped at ``max_delay_s``, or ``retry_after_s`` when the service asked for longer."""
+        delay = min(self.backoff_s(retry) * (1 + self.jitter * rng.random()), self.max_delay_s)
+        return max(delay, retry_after_s) if retry_after_s is not None else delay
+
+    def delay_at(self, retry: int, key: str, retry_after_s: float | None = None) -> float:
+        """The wait before retry ``retry`` (1-based) of the call ``key`` (seconds): its
+        generator seeded afresh and advanced past the retries before, so each wait is the
+        same whichever loop, thread or process computes it."""
+        rng = self.rng(key)
+        for _ in range(retry - 1):
+            rng.random()
+        return self.delay_s(retry, rng, retry_after_s)
+
+    def delays(self, retries: int, key: str = "") -> list[float]:
+        """The first ``retries`` waits (seconds) of a call with ``key``, as its retries see them."""
+        rng = self.rng(key)
+        return [self.delay_s(k, rng) for k in range(1, retries + 1)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     """Every limit and price of a run; each field's docstring says what it limits, in what unit.
 
@@ -107,7 +179,7 @@ class AgentConfig:
     awaits ``asyncio.sleep`` in place of the default ``time.sleep``."""
     compact_share: float | None = 0.6
     """Once the prompt passes this share of ``context_window``, summarise older turns with
-    ``summarizer`` before the next call (see :mod:`primer.loop.context`); ``None``: off."""
+    ``summarizer`` before the next call (see :mod:`primer.loop.loop`); ``None``: off."""
     compact_keep_turns: int = 2
     """Replies (with their results) a compaction keeps word for word."""
     summarizer: Summarizer | None = field(default=None, repr=False, compare=False)
@@ -117,15 +189,16 @@ class AgentConfig:
     before the run stops with ``invalid_output``."""
 
     def __post_init__(self) -> None:
+        # (frozen: a config is a run's input; dicts read back from JSON become their types)
         if isinstance(self.prices, dict):
-            self.prices = Prices(**self.prices)
+            object.__setattr__(self, "prices", Prices(**self.prices))
         if not isinstance(self.model_prices, dict):
             raise ValueError(f"AgentConfig: model_prices must be a dict of model id to Prices "
                              f"(got {type(self.model_prices).__name__})")
-        self.model_prices = {m: Prices(**p) if isinstance(p, dict) else p
-                             for m, p in self.model_prices.items()}
+        object.__setattr__(self, "model_prices", {m: Prices(**p) if isinstance(p, dict) else p
+                                                  for m, p in self.model_prices.items()})
         if isinstance(self.retry, dict):
-            self.retry = RetryPolicy(**self.retry)
+            object.__setattr__(self, "retry", RetryPolicy(**self.retry))
         problems = rule_problems(self)
         if problems:
             raise ValueError("AgentConfig: " + "; ".join(problems))
@@ -249,3 +322,7 @@ def rule_problems(config: AgentConfig) -> list[str]:
         if value not in words:
             problems.append(f"{name} must be {' or '.join(map(repr, words))} (got {value!r})")
     return problems
+
+
+#: The config of a run given none, built once (a config is frozen, so one can be shared).
+DEFAULT_CONFIG = AgentConfig()

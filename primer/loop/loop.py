@@ -1,238 +1,316 @@
-"""The production agent loop: ``run_agent``, and ``continue_run``, the loop itself.
+"""The loop: ``run_agent``, and ``continue_run``, the loop itself, every phase a line.
 
 The model is stateless and cannot stop itself; the harness owns every exit. One step is one
 model call. :func:`continue_run` reads top to bottom as one turn: the checks before the call
-(:data:`~primer.loop.checks.BEFORE_CALL`), compaction of older turns, the checks on the
-request (:data:`~primer.loop.checks.BEFORE_SEND`), the model call, the checks on the reply
-(:data:`~primer.loop.checks.AFTER_REPLY`), the output check when the run asked for a shape,
-the approval pause, then the tools and the checks after them
-(:func:`~primer.loop.steps.after_tools`). Each check is a small function of
-:mod:`primer.loop.checks`; each step one of :mod:`primer.loop.steps`.
-
-Every run ends with a :class:`~primer.loop.state.StopCause` and a summary saying what it
-finished and why it stopped. The harness's own work per step does not grow with the history:
-the prompt-size estimate, usage and cost totals and the repeat counts are kept
-incrementally, and a checkpoint journal appends only what is new.
-
-Tool timeouts without a thread hand-off per call: when any call can have a time limit, the
-loop runs on a daemon worker thread and the caller's thread watches it
-(:func:`~primer.harness.timeouts.run_watched`); a call that hangs past its limit is answered
-with a timeout by :func:`carry_on`, which finishes the run from its state.
+(:mod:`primer.loop.checks`), the model call, the checks on the reply, the tools, the checks
+after them (each step one of :mod:`primer.loop.steps`). The lines that wait on the world
+``yield`` what they wait for: :func:`drive` does it on the caller's thread, and the async loop
+(:mod:`primer.harness.async_loop`) awaits the very same loop. Every run ends with a
+:class:`~primer.loop.state.StopCause` and a summary of what it finished and why it stopped.
 """
 
 from __future__ import annotations
 
-import os
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-
-import pydantic
-
-from primer.harness.allowance import running
-from primer.harness.durable.recorder import JournalRecorder
-from primer.harness.hooks import Hooks, as_hook_list
-from primer.harness.timeouts import HungCall, run_watched
-from primer.harness.tracing.trace import TraceWriter
+from collections.abc import Generator, Iterable, Sequence
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
 
 from .checks import (
     AFTER_REPLY,
     BEFORE_CALL,
     BEFORE_SEND,
+    check_output,
     first_stop,
-    registry_for_run,
-    validate_output,
 )
-from .config import AgentConfig
-from .context import compact_if_needed
-from .history import history_problem, repair_history, tool_use_ids, with_new_turn
-from .messages import Message, user_message
-from .model import LLM
-from .result import AgentResult
-from .state import CancelSignal, EventSink, RunState, StopCause
-from .steps import after_tools, call_model, finish, finish_call, pause
-from .text import safe_repr, valid_text
+from .config import DEFAULT_CONFIG, AgentConfig, Summarizer
+from .messages import (
+    Block,
+    Message,
+    blocks_of,
+    history_problem,
+    repair_history,
+    text_block,
+    tool_use_ids,
+    user_message,
+    valid_text,
+    with_new_turn,
+)
+from .model import LLM, EventSink, Reply, Usage, run_to_completion
+from .result import AgentResult, finish, finish_pause, start_pause
+from .state import (
+    BlockCheck,
+    CallRunner,
+    CancelSignal,
+    Recorder,
+    RunInputs,
+    RunState,
+    StopCause,
+    prompt_tokens,
+    registry_for_run,
+)
+from .steps import (
+    ModelCall,
+    Raised,
+    ToolCalls,
+    Wait,
+    add_results,
+    call_model,
+    calls_to_run,
+    run_calls,
+)
+from .text import safe_repr
 from .tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    import pydantic
+
+#: The loop as the drivers see it: it yields what it waits for and returns the result.
+Turns = Generator[Wait, Any, AgentResult]
 
 
 def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               system: str = "", config: AgentConfig | None = None,
-              on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
-              hooks: Hooks | Iterable[Hooks] | None = None,
+              on_event: EventSink | None = None,
               output_model: type[pydantic.BaseModel] | None = None,
-              scenario: str | None = None, cancel: CancelSignal | None = None,
+              cancel: CancelSignal | None = None,
               messages: Sequence[Message] | None = None) -> AgentResult:
-    """Run the agent loop on ``task`` until one of its exits fires.
+    """Run the agent loop on ``task`` until one of its exits fires, on this thread.
 
-    ``llm`` is any :class:`~primer.loop.model.LLM`; ``tools`` a registry or a list of tools
-    (the allow-list); ``system`` the system prompt; ``config`` every limit and price.
-    ``on_event(kind, data)``, if given, is called as the run goes (``run_start``,
-    ``model_call``, ``tool_execution``, ``stop``; with a streaming model also its deltas,
-    ``text_delta`` and the others of :mod:`primer.harness.streaming`, which go to
-    ``on_event`` only, never into a trace). ``trace``, a file path, records every
-    event there as JSON Lines while the run goes (see :mod:`primer.harness.tracing.trace`).
-    ``hooks``, a :class:`~primer.harness.hooks.Hooks` or a list of them, run before and after
-    each tool call and after each model reply (see :mod:`primer.harness.hooks`).
-    ``output_model``, a pydantic model class, is the shape the final answer must have (JSON
-    text); an answer that fails gets ``config.output_retries`` corrective turns, then the run
-    stops with ``invalid_output`` and ``final_text`` is ``None``; on success
-    ``AgentResult.output`` holds the validated instance. ``scenario``, the name of the demo
-    the run belongs to, is recorded in its checkpoint (if one is written). ``cancel``, a
-    ``threading.Event`` (anything with ``is_set()``), is read before each model call and
-    before each tool call starts: once set, the run stops with ``cancelled``, every
-    finished result kept and every ``tool_use`` answered (calls that had not started get a
-    ``not_run`` result); with ``config.checkpoint_dir`` the run is recorded there and
-    :func:`~primer.harness.durable.checkpoint.resume` continues it.
+    ``llm`` is any :class:`~primer.loop.model.LLM`; ``tools`` a registry or a list (the
+    allow-list); ``config`` every limit and price. ``on_event(kind, data)`` is called as the
+    run goes (``run_start``, ``model_call``, ``tool_execution``, ``stop``, ...; a streaming
+    model's deltas too). ``output_model`` (a pydantic model class) is the shape of the final
+    answer (JSON text): a failing one gets ``config.output_retries`` corrective turns, then
+    the run stops with ``invalid_output``; else ``AgentResult.output`` holds it. ``cancel``
+    (anything with ``is_set()``, read before each model call and tool call): once set, the run
+    stops with ``cancelled``, every ``tool_use`` answered. ``messages``, a conversation's
+    history, goes before ``task`` (repaired first: :func:`~primer.loop.messages.repair_history`;
+    never changed).
 
-    ``messages``, the history of a conversation that goes on (e.g. ``earlier.messages``),
-    is sent before ``task``, which becomes the next user turn
-    (:func:`~primer.loop.history.with_new_turn`); a ``tool_use`` in it without a result
-    gets an error result first (:func:`~primer.loop.history.repair_history`, reported as
-    a ``history_repaired`` event). The list is copied, never changed. Limits, budgets and
-    ``steps`` are this run's; ``AgentResult.messages`` holds the whole conversation.
-
-    Returns an :class:`AgentResult` (in the caller's thread); never raises for bad model
-    output or failing tools. Exceptions from the model call end the run with
-    ``model_error`` (work so far kept), except :class:`~primer.loop.model.ScriptExhausted`,
-    a bug in a script, which propagates. ``TypeError`` for hooks that are not ``Hooks``;
-    ``ValueError`` for ``messages`` that are not a history (:func:`history_problem`) and
-    for a ``task`` that is blank or not a string (:func:`task_text`).
-
-    A call that passes its time limit is answered as a timeout; a call that returns only
-    after it is too (never as a late success). A tool holding the GIL in C code cannot be
-    interrupted at all and holds the run until it returns: run it with
-    :func:`~primer.harness.timeouts.run_in_subprocess` (see there for which tools need it).
+    The core loop: no time limits, no retries; :func:`primer.harness.production.run_production`
+    plugs those in (and traces, hooks, checkpoints) through :class:`~primer.loop.state.RunInputs`.
+    Returns an :class:`AgentResult`; never raises for bad model output or failing tools: a
+    raising model call ends the run with ``model_error`` (work kept), but
+    :class:`~primer.loop.model.ScriptExhausted` (a bug in a script) propagates. ``ValueError``
+    for ``messages`` that are not a history and for a blank task.
     """
-    state, writer = start_run(llm, task, tools, system=system, config=config,
-                              on_event=on_event, trace=trace, hooks=hooks,
-                              output_model=output_model, scenario=scenario, cancel=cancel,
-                              messages=messages)
+    state = start_run(llm, task, tools, system=system, config=config, on_event=on_event,
+                      output_model=output_model, cancel=cancel, messages=messages)
+    return drive(state, continue_run(state))
+
+
+def continue_run(state: RunState) -> Turns:
+    """The loop, from any state, until an exit fires; returns the run's
+    :class:`AgentResult`. The lines that wait yield a :class:`~primer.loop.steps.ModelCall`
+    or a :class:`~primer.loop.steps.ToolCalls` to the driver and get back what it got."""
+    while True:
+        stop = first_stop(BEFORE_CALL, state)                # 1. before the call: steps, clock
+        if stop is None:
+            compact_if_needed(state)                         #    (older turns summarised)
+            stop = first_stop(BEFORE_SEND, state)            #    context window, budgets ahead
+        if stop is None:
+            stop = yield from call_model(state)              # 2. the model call
+        if stop is not None:
+            return finish(state, stop)
+        reply = state.last_reply
+        stop = first_stop(AFTER_REPLY, state)                # 3. checks on the reply
+        if stop is not None and stop.cause is StopCause.END_TURN and state.inputs.output_model:
+            verdict = check_output(state)                    #    the answer's shape
+            if verdict.corrective is not None:
+                state.append(verdict.corrective)             #    a corrective turn: ask again
+                continue
+            stop = verdict.stop
+        if stop is not None and stop.cause is StopCause.AWAITING_APPROVAL:
+            ran = yield ToolCalls(start_pause(state), record_all=True)
+            return finish_pause(state, stop, ran)            #    paused for a person
+        if stop is not None:
+            return finish(state, stop, reply)
+        ran = yield ToolCalls(calls_to_run(state, reply.tool_uses))   # 4. running the tools
+        stop = add_results(state, reply.tool_uses, ran)      # 5. checks after the tools
+        if stop is not None:
+            return finish(state, stop)
+
+
+def drive(state: RunState, turns: Turns) -> AgentResult:
+    """Run ``turns`` (:func:`continue_run`, or a resume that ends in it) on this thread:
+    make each model call it asks for, run each batch of tool calls, sleep each backoff, and
+    hand back what came of it. Returns the run's result; the run's recorder is closed."""
+    outcome: Any = None
     try:
-        return drive(state, lambda: continue_run(state))
+        while True:
+            try:
+                wait = turns.send(outcome)
+            except StopIteration as end:
+                result: AgentResult = end.value
+                return result
+            if isinstance(wait, ModelCall):
+                outcome = ask(state.inputs.llm, wait.request)
+            elif isinstance(wait, ToolCalls):
+                outcome = run_calls(state, wait.calls, wait.record_all)
+            else:
+                state.config.sleep(wait.seconds)
+                outcome = None
     finally:
-        if writer is not None:
-            writer.close()
+        if state.inputs.recorder is not None:
+            state.inputs.recorder.close()
+
+
+def ask(llm: LLM, request: dict[str, Any]) -> object:
+    """One attempt of a model call: what ``llm(**request)`` returned (a coroutine, from an
+    ``async def`` model, run to completion), or :class:`~primer.loop.steps.Raised` with what
+    it raised (``KeyboardInterrupt`` and ``SystemExit`` propagate)."""
+    try:
+        raw = llm(**request)
+        if type(raw) is Reply:
+            return raw
+        return run_to_completion(raw) if isinstance(raw, CoroutineType) else raw
+    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - the loop decides what follows
+        return Raised(e)
 
 
 def start_run(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
               system: str = "", config: AgentConfig | None = None,
-              on_event: EventSink | None = None, trace: str | os.PathLike[str] | None = None,
-              hooks: Hooks | Iterable[Hooks] | None = None,
+              on_event: EventSink | None = None,
               output_model: type[pydantic.BaseModel] | None = None,
-              scenario: str | None = None, cancel: CancelSignal | None = None,
+              cancel: CancelSignal | None = None,
               messages: Sequence[Message] | None = None,
-              ) -> tuple[RunState, TraceWriter | None]:
+              runner: CallRunner | None = None, recorder: Recorder | None = None,
+              on_delta: EventSink | None = None,
+              block_check: BlockCheck | None = None) -> RunState:
     """A new run's state, with ``task`` as its next user turn (after ``messages``, repaired)
-    and ``run_start`` emitted, and its trace writer (``None`` without ``trace``): how
-    :func:`run_agent` and the async loop both begin (arguments as for :func:`run_agent`;
-    ``ValueError`` for ``messages`` that are not a history, and a blank ``task``: see
-    :func:`task_text`). A lone surrogate in ``task`` or ``system`` becomes U+FFFD. The caller
-    closes the writer."""
+    and ``run_start`` emitted: how every loop begins (arguments as for :func:`run_agent`).
+
+    The seams are :class:`~primer.loop.state.RunInputs`' (``on_delta`` defaults to
+    ``on_event``). ``ValueError`` for ``messages`` that are not a history and a blank ``task``
+    (:func:`task_text`); a lone surrogate in ``task`` or ``system`` becomes U+FFFD.
+    """
     task = task_text(task)
     if type(system) is str:
         system = valid_text(system)
     if messages is not None and (problem := history_problem(messages)) is not None:
         raise ValueError(f"run_agent(messages=...): {problem}")
-    config = config or AgentConfig()
-    writer = TraceWriter(trace, forward=on_event) if trace is not None else None
-    registry = registry_for_run(tools, config)
-    recorder = (JournalRecorder(Path(config.checkpoint_dir), scenario=scenario)
-                if config.checkpoint_dir is not None else None)
-    state = RunState(config=config, system=system, messages=[], registry=registry,
-                     tool_defs=registry.definitions(), llm=llm,
-                     recent_errors=deque(maxlen=config.no_progress_window or 1),
-                     started_at=config.clock(), on_event=writer or on_event,
-                     recorder=recorder, hooks=as_hook_list(hooks), output_model=output_model,
-                     on_delta=on_event, cancel=cancel)
-    if not messages:
-        state.recount_prompt_estimate()
-        state.emit("run_start", task=task, system=system, config=config.to_dict(),
-                   tools=state.tool_defs)
-        state.append(user_message(task))
-    else:
-        history = repair_history(messages)
-        state.messages = with_new_turn(history.messages, task)
+    config = config or DEFAULT_CONFIG
+    registry = registry_for_run(tools, config.offer_handoff)
+    inputs = RunInputs(config, system, registry, registry.definitions(), llm,
+                       runner or registry.run, recorder, on_event,
+                       on_delta if on_delta is not None else on_event, output_model, cancel,
+                       block_check)
+    state = RunState(inputs, started_at=config.clock())
+    history = repair_history(messages) if messages else None
+    state.messages = with_new_turn(history.messages, task) if history else [user_message(task)]
+    if history is not None:
         state.tool_use_ids = tool_use_ids(history.messages)
-        state.recount_prompt_estimate()
+    state.recount_prompt_estimate()  # (each message estimated once)
+    if on_event is not None:  # (the event's dicts are built only for a listener)
         state.emit("run_start", task=task, system=system, config=config.to_dict(),
-                   tools=state.tool_defs, history=history.messages)
-        if history.repaired:
+                   tools=inputs.tool_defs,
+                   **({"history": history.messages} if history is not None else {}))
+        if history is not None and history.repaired:
             state.emit("history_repaired", tool_use_ids=history.repaired_ids)
-    return state, writer
+    return state
 
 
 def task_text(task: object) -> str:
-    """``task`` as the text of a user turn: valid Unicode (a lone surrogate becomes U+FFFD,
-    as :func:`~primer.loop.text.valid_text` does). Raises ``ValueError`` for a task
-    that is not a string or is blank (the Messages API rejects a turn with no text), before
-    any model call."""
+    """``task`` as the text of a user turn: valid Unicode (a lone surrogate becomes U+FFFD).
+    Raises ``ValueError`` for a task that is not a string or is blank (the Messages API
+    rejects a turn with no text), before any model call."""
     if not isinstance(task, str) or not task.strip():
         raise ValueError(f"a turn needs some text to send, got {safe_repr(task, 60)}")
     return valid_text(task)
 
 
-def continue_run(state: RunState) -> AgentResult:
-    """The loop, from any state: check, call the model, check, run the tools, until an exit
-    fires. Returns the run's :class:`AgentResult` (see :func:`run_agent`)."""
-    while True:
-        stop = first_stop(BEFORE_CALL, state)        # step limit, wall clock
-        if stop is None:
-            compact_if_needed(state)                 # summarise older turns past compact_share
-            stop = first_stop(BEFORE_SEND, state) or call_model(state)
-        if stop is not None:
-            return finish(state, stop)
-        reply = state.last_reply
-        stop = first_stop(AFTER_REPLY, state)        # stop_reason ... approval gate
-        if stop is not None and stop.cause is StopCause.END_TURN and state.output_model:
-            verdict = validate_output(state)         # accept, retry, or stop
-            if verdict.corrective is not None:
-                state.append(verdict.corrective)     # a corrective turn: ask again
-                continue
-            stop = verdict.stop
-        if stop is not None and stop.cause is StopCause.AWAITING_APPROVAL:
-            return pause(state, stop)
-        if stop is not None:
-            return finish(state, stop, reply)
-        stop = after_tools(state, reply.tool_uses)   # run them, one message of results, check
-        if stop is not None:
-            return finish(state, stop)
+# ---------------------------------------------------------------- compaction
+
+#: The text that opens the summary block in the first user message.
+SUMMARY_HEADER = "Summary of earlier turns (older messages were compacted):"
 
 
-def drive(state: RunState, start: Callable[[], AgentResult]) -> AgentResult:
-    """Run ``start()`` (the loop, or a resume's first step and then the loop) to its result.
+def compaction_cut(messages: list[Message], keep_turns: int) -> int | None:
+    """The index where the kept tail starts, or ``None`` when there is nothing to compact: the
+    ``keep_turns``-th assistant message from the end, so a ``tool_use`` and its
+    ``tool_result`` are summarised together or kept together, never split."""
+    assistants = [k for k, m in enumerate(messages) if m.get("role") == "assistant" and k > 0]
+    if len(assistants) <= keep_turns:
+        return None
+    cut = assistants[-keep_turns]
+    return cut if cut > 1 else None
 
-    When no call of the run can have a time limit it runs in this thread. Otherwise it runs
-    on a watched daemon worker thread while this thread waits, so that single calls run
-    inline with no thread hand-off and a hung one is answered by :func:`carry_on`
-    (:func:`~primer.harness.timeouts.run_watched`). The run is the current run meanwhile
-    (:func:`~primer.harness.allowance.running`). The run's recorder is closed at the end.
+
+def latest_user_text(messages: Sequence[Message]) -> int | None:
+    """The index of the last user message holding text (not only ``tool_result`` blocks, not
+    only a compaction summary): in a conversation (``run_agent(messages=...)``) the current
+    question, else the task or a corrective turn. ``None`` when there is none."""
+    for k in range(len(messages) - 1, -1, -1):
+        m = messages[k]
+        if m.get("role") == "user" and _texts(m):
+            return k
+    return None
+
+
+def _texts(message: Message) -> list[Block]:
+    """The text blocks of ``message`` that are not a compaction summary."""
+    return [b for b in blocks_of(message.get("content", ""))
+            if b.get("type") == "text" and not str(b.get("text", "")).startswith(SUMMARY_HEADER)]
+
+
+def compact_messages(messages: list[Message], summarizer: Summarizer,
+                     keep_turns: int = 2) -> tuple[list[Message], Usage] | None:
+    """Older turns replaced by a summary: ``(new_messages, usage)``, or ``None`` if too short.
+
+    ``new_messages[0]`` holds the task, the latest user text word for word when the cut
+    passes it (:func:`latest_user_text`: the current question is never summarised away), and
+    :data:`SUMMARY_HEADER` with the summary of the rest of ``messages[:cut]``; then the kept
+    tail, unchanged. An earlier summary reaches the summariser inside ``messages[0]`` and is
+    folded in, not lost. ``usage``: what the summariser reported (zero for an offline one).
     """
-    limits = [t.timeout_s for t in state.registry if t.timeout_s is not None]
-    if state.config.tool_timeout_s is not None:
-        limits.append(state.config.tool_timeout_s)
+    cut = compaction_cut(messages, keep_turns)
+    if cut is None:
+        return None
+    head = list(messages[:cut])
+    latest = latest_user_text(messages)
+    pinned: list[Block] = []
+    if latest is not None and 0 < latest < cut:  # the cut passes the latest user text
+        pinned = _texts(messages[latest])
+        rest = [b for b in blocks_of(messages[latest].get("content", "")) if b not in pinned]
+        head[latest] = {**messages[latest], "content": rest}  # summarise only its results
+    out = summarizer(head)
+    text, usage = out if isinstance(out, tuple) else (out, Usage())
+    first = user_message([*_texts(messages[0]), *pinned,
+                          text_block(f"{SUMMARY_HEADER}\n{text}")])
+    return [first, *messages[cut:]], usage
+
+
+def compact_if_needed(state: RunState) -> None:
+    """The loop's compaction step, before each model call: once :func:`prompt_tokens` passes
+    ``compact_share × context_window`` and ``config.summarizer`` is set (e.g. one of
+    :mod:`primer.harness.summaries`), compact ``state.messages`` in place, add the
+    summariser's usage to the totals and emit ``compaction`` (the prompt's tokens before and
+    after). A summariser that raises is a ``compaction_failed`` event; the run goes on
+    uncompacted, still guarded by the context-window stop."""
+    c = state.config
+    if c.summarizer is None or c.compact_share is None:
+        return
+    limit = int(c.context_window * c.compact_share)
+    before = prompt_tokens(state)
+    if before <= limit:
+        return
     try:
-        with running(state):  # the current run, for tools that spend (sub-agents)
-            if not limits:
-                return start()
-            return run_watched(start, lambda hung: carry_on(state, hung), min(limits))
-    finally:
-        if state.recorder is not None:
-            state.recorder.close()
-
-
-def carry_on(state: RunState, hung: HungCall) -> AgentResult:
-    """Finish a run whose inline call passed its time limit, from the run's state.
-
-    The call's attempt counts as timed out: the runner goes on as if it had raised (a
-    read-only tool may be retried), its ``after_tool`` hooks run and a side effect's outcome
-    is recorded; then the rest of the reply's calls go the usual :func:`after_tools` way
-    (``hung.section`` holds the reply's calls and those already settled) and the loop
-    continues. The thread that was running the call is abandoned.
-    """
-    calls, settled = hung.section
-    assert state.runner is not None
-    tool = state.registry.get(hung.block.get("name"))
-    execution = finish_call(state, hung.block, state.runner.resume_timed_out(hung),
-                            tool is not None and tool.side_effecting)
-    stop = after_tools(state, calls, {**settled, execution.tool_use_id: execution})
-    return finish(state, stop) if stop is not None else continue_run(state)
+        done = compact_messages(state.messages, c.summarizer, c.compact_keep_turns)
+    except Exception as e:  # noqa: BLE001 - a failed summary must not end the run
+        state.emit("compaction_failed", step=state.model_calls + 1,
+                   error=f"{type(e).__name__}: {e}")
+        return
+    if done is None:
+        return
+    new, usage = done
+    if not isinstance(usage, Usage) or not isinstance(new, list):
+        state.emit("compaction_failed", step=state.model_calls + 1,
+                   error=f"the summariser returned usage of type {type(usage).__name__}; "
+                         f"it must return a Usage")
+        return
+    state.messages[:] = new
+    state.recount_prompt_estimate()
+    state.add_usage(usage)
+    state.compactions += 1
+    state.emit("compaction", step=state.model_calls + 1, before_tokens=before,
+               after_tokens=prompt_tokens(state), messages=len(state.messages))

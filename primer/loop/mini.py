@@ -1,33 +1,28 @@
-"""The agent loop from scratch: one short module, no framework, no tool-calling API.
+"""The agent loop from scratch, twice: the ten-line loop and the mini loop (lesson 03).
 
-The model here only writes text. The loop asks it for one JSON object per reply::
+**The ten-line loop** (:func:`ten_line_loop`) is the loop over the Messages API with no harness
+around it, the one an interviewer asks for ("write an agent loop without a framework"). Tools
+run through a :class:`~primer.loop.tools.ToolRegistry`, so a bad call comes back as an error
+result (lesson 04). Its one exit is the model's own ``stop_reason``, and that is the point: no
+step limit, no budget, no loop detection, a ``max_tokens`` reply taken as an answer. Each of
+those is the harness's job; :func:`primer.loop.loop.run_agent` (lesson 05) adds each as a check.
+
+**The mini loop** (:func:`run_mini`) has no tool-calling API: the model only writes text, one
+JSON object per reply::
 
     {"tool": "get_order", "input": {"order_id": "A123"}}   # run a tool, or
     {"answer": "Order A123 costs 5900.0 rupees."}           # finish
 
-and does everything else itself: it parses the reply, looks the tool up in a plain dict
-(name → Python function, the allow-list), runs it, and writes the observation back as the
-next user message. A reply that is not JSON, a tool that does not exist, arguments that do
-not fit and a tool that raises all become observations the model can read, never a crash.
-
-Arguments are checked the way the course's registry checks them (lesson 02): each function's
-type hints become a JSON Schema (built by :func:`~primer.loop.tools.tool`, through pydantic)
-and the model's ``input`` is validated against it with ``jsonschema``, names *and* types,
-nothing converted. So ``calculator(expression=5)`` is answered with an error naming the field
-and the expected schema, instead of failing inside the tool.
-
-The loop owns its exits, each ending the run with a named stop cause: ``end_turn`` (the model
-answered), ``max_steps`` (model calls), ``token_budget`` (prompt + reply of every call,
-counted with :func:`~primer.loop.model.estimate_tokens`, characters / 4, checked after each
-call) and ``loop_detected`` (the same tool with the same input requested ``repeat_threshold``
-times). The names are the production loop's, :func:`primer.loop.loop.run_agent`, which has the
-same shape with more exits; this module does not use it, so it reads top to bottom on its own.
-
-Roles: the system prompt (the tools and the protocol) travels beside the list, as in every
-model call of the course; the list is ``[{"role": "user", "content": task}]``, then one
-``assistant`` reply and one ``user`` observation per step. Contents are strings: with no
-tool-calling API there are no ``tool_use`` or ``tool_result`` blocks, so an observation is
-plain user text.
+The loop does the rest: it parses the reply, looks the tool up in a plain dict (the
+allow-list), checks the input against the JSON Schema of the function's type hints (as the
+registry does, lesson 02: names *and* types, nothing converted, so ``calculator(expression=5)``
+gets an error naming the field), runs it, and writes the observation back as the next user
+message. A reply that is not JSON, an unknown tool, bad arguments and a raising tool all become
+observations, never a crash. Its exits carry the production loop's names: ``end_turn``,
+``max_steps``, ``token_budget`` (characters / 4, checked after each call) and
+``loop_detected``; it does not use that loop, so it reads top to bottom on its own. The system
+prompt travels beside the list; contents are strings (no ``tool_use`` or ``tool_result``
+blocks), so an observation is plain user text.
 """
 
 from __future__ import annotations
@@ -39,17 +34,40 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import estimate_tokens
-from .tools import Tool, tool
+from .messages import Message, assistant_message, user_message
+from .model import LLM, Reply, estimate_tokens
+from .tools import Tool, ToolRegistry, tool
+
+
+def ten_line_loop(llm: LLM, task: str, registry: ToolRegistry, *, system: str = "",
+                  max_tokens: int = 1024) -> tuple[list[Message], list[Reply]]:
+    """Run ``task`` until the model's ``stop_reason`` is not ``"tool_use"``.
+
+    ``llm`` is any :class:`~primer.loop.model.LLM`; ``registry`` the tools (rendered into
+    the definitions sent on every call, and the allow-list); ``system`` the system prompt,
+    sent beside the list; ``max_tokens`` caps each reply (tokens). Returns the message list
+    and the model's replies, one per call (their ``usage`` counts tokens). Never stops on
+    its own: a model that keeps asking for tools keeps it running (a
+    :class:`~primer.loop.model.ScriptedLLM` raises ``ScriptExhausted`` when its script ends).
+    """
+    messages, replies = [user_message(task)], []
+    while True:
+        reply = llm(system=system, messages=messages, tools=registry.definitions(),
+                    max_tokens=max_tokens)
+        replies.append(reply)
+        messages.append(assistant_message(reply.content))
+        if reply.stop_reason != "tool_use":                 # the model's field, the one exit
+            return messages, replies
+        results = [registry.run(call).result_block() for call in reply.tool_uses]
+        messages.append(user_message(results))              # one user turn, in request order
+
+
+# ---------------------------------------------------------------- the mini loop over JSON text
 
 
 class TextModel(Protocol):
-    """A text model: ``model(system=..., messages=...) -> str``, the reply text.
-
-    ``system`` is the system prompt, ``messages`` the whole list (user and assistant turns,
-    string contents). Like every model of the course it is called fresh each step and knows
-    only what it is sent.
-    """
+    """A text model: ``model(system=..., messages=...) -> str``, the reply text. Called fresh
+    each step, it knows only the system prompt and the whole list (string contents)."""
 
     def __call__(self, *, system: str, messages: list[dict[str, str]]) -> str: ...
 
@@ -59,15 +77,11 @@ PROTOCOL = ('Reply with one JSON object and nothing else: {"tool": "<name>", "in
 
 @dataclass
 class MiniResult:
-    """What a mini run returns.
-
-    ``answer`` is the model's answer, or ``None`` when a limit stopped the run.
-    ``stop_cause`` is the harness's reason for stopping: ``"end_turn"`` (the model answered),
-    ``"max_steps"``, ``"token_budget"`` or ``"loop_detected"``. ``rows`` is the trace, one
-    dict per step (``step``, ``model wrote``, ``observation``, ``tokens`` of that call,
-    running ``total``). ``total_tokens`` is the run's token count (tokens), ``system`` the
-    system prompt and ``messages`` the full message list.
-    """
+    """What a mini run returns: ``answer`` (``None`` when a limit stopped the run),
+    ``stop_cause`` (``"end_turn"``, ``"max_steps"``, ``"token_budget"`` or
+    ``"loop_detected"``), ``rows`` (the trace, one dict per step: ``step``, ``model wrote``,
+    ``observation``, that call's ``tokens``, running ``total``), ``total_tokens`` (tokens),
+    ``system`` (the system prompt) and ``messages`` (the full list)."""
 
     answer: str | None
     stop_cause: str
@@ -104,13 +118,9 @@ def parse_reply(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def checked_tools(tools: dict[str, Callable[..., Any]]) -> dict[str, Tool]:
-    """Each function with the JSON Schema of its type hints, ready to check input against.
-
-    The schema is the one :func:`~primer.loop.tools.tool` builds (pydantic, with
-    ``additionalProperties: false``), and :meth:`~primer.loop.tools.Tool.input_errors` is the
-    registry's own check, so this loop validates exactly as the production one does. Raises
-    ``TypeError`` naming the function and parameter when a parameter has no type hint.
-    """
+    """Each function as a :func:`~primer.loop.tools.tool`, whose schema and
+    :meth:`~primer.loop.tools.Tool.input_errors` check input exactly as the production loop
+    does. Raises ``TypeError`` naming the function and a parameter with no type hint."""
     out = {}
     for name, fn in tools.items():
         try:
@@ -121,11 +131,8 @@ def checked_tools(tools: dict[str, Callable[..., Any]]) -> dict[str, Tool]:
 
 
 def run_tool(tools: dict[str, Tool], action: dict[str, Any]) -> tuple[str, bool]:
-    """Run the requested tool; returns ``(result text, is_error)``. Never raises.
-
-    ``tools`` come from :func:`checked_tools`. The input must be a JSON object that passes
-    the tool's schema (names and types); only then does the function run.
-    """
+    """Run the requested tool (of :func:`checked_tools`) if its input passes the schema;
+    returns ``(result text, is_error)``. Never raises."""
     name, args = action.get("tool"), action.get("input", {})
     checked = tools.get(name) if isinstance(name, str) else None
     if checked is None:
@@ -146,10 +153,8 @@ def observation(tool: Any, content: str, is_error: bool) -> str:
 
 
 def last_observation(messages: list[dict[str, str]]) -> tuple[str, Any, str, bool] | None:
-    """``(tool, input, result, is_error)`` of the last step, or ``None`` if there is none.
-
-    This is the model's side: it reads its own last reply and the observation after it.
-    """
+    """``(tool, input, result, is_error)`` of the last step, or ``None``: the model's side,
+    reading its own last reply and the observation after it."""
     if len(messages) < 3 or messages[-1]["role"] != "user":
         return None
     action, _ = parse_reply(messages[-2]["content"])
@@ -176,7 +181,9 @@ def run_mini(model: TextModel, task: str, tools: dict[str, Callable[..., Any]], 
     system = system_prompt(tools)                           # beside the list, not in it
     messages = [{"role": "user", "content": task}]
     prompt_tokens = estimate_tokens(system) + estimate_tokens(task)  # kept as we append
-    total, rows, requests = 0, [], Counter()
+    total = 0
+    rows: list[dict[str, Any]] = []
+    requests: Counter[str] = Counter()
 
     def append(role: str, content: str) -> None:
         nonlocal prompt_tokens

@@ -1,31 +1,29 @@
 """The model side of the loop: the ``LLM`` protocol, ``Reply``, ``Usage`` and ``ScriptedLLM``.
 
-A model is anything callable as ``llm(*, system, messages, tools, max_tokens) -> Reply``.
-It is stateless: everything it knows arrives in ``system`` (a string), ``messages`` (the
-whole history, see :mod:`primer.loop.messages`) and ``tools`` (the tool definitions, each
-``{"name", "description", "input_schema"}``). It runs nothing; it returns content blocks
-and a ``stop_reason`` saying why it stopped writing.
-
-``ScriptedLLM`` is the offline model every lesson and test uses. It replays a script (a list
-of replies, or a function of the message list) and reports usage computed by
-:func:`estimate_tokens`, so offline runs have deterministic token and dollar figures.
+A model is anything callable as ``llm(*, system, messages, tools, max_tokens) -> Reply``. It
+is stateless: all it knows arrives in ``system``, ``messages`` (the whole history, see
+:mod:`primer.loop.messages`) and ``tools`` (the tool definitions). It runs nothing; it returns
+content blocks and a ``stop_reason`` saying why it stopped writing. A model whose ``stream``
+attribute is ``True`` also takes ``on_delta`` and reports the reply's pieces as they arrive
+(:data:`MODEL_EVENT_KINDS`). ``ScriptedLLM`` is the offline model of every lesson and test.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from primer.harness.streaming import DeltaRelay, DeltaSink, wire_events
-
-from .jsontext import compact_length
 from .messages import (
     Block,
     Message,
+    ToolUseBlock,
     blocks_of,
+    compact_length,
     text_block,
     thinking_block,
     tool_use_block,
@@ -37,24 +35,31 @@ from .text import safe_repr
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn",
                 "refusal", "model_context_window_exceeded")
 
-#: The largest token count one usage field may hold. No model call reads or writes a
-#: trillion tokens; a larger figure (``1e400``, a 309-digit integer) is a broken report, and
-#: would overflow the dollar arithmetic.
+#: The largest token count one usage field may hold: no call reads or writes a trillion; a
+#: larger figure (``1e400``, a 309-digit integer) is a broken report, overflowing cost math.
 MAX_USAGE_TOKENS = 10**12
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
 
+#: What a streaming model may report through ``on_delta(kind, data)`` (see
+#: :mod:`primer.harness.streaming`), and ``model_fallback``. The loop passes only these on,
+#: tagged with ``step``, so a model cannot send events under the loop's names (``stop``, ...).
+DELTA_KINDS = ("text_delta", "thinking_delta", "tool_use_start", "input_json_delta",
+               "tool_use_input")
+MODEL_EVENT_KINDS = frozenset(DELTA_KINDS) | {"model_fallback"}
+
+#: Where events go: ``sink(kind, data)``.
+EventSink = Callable[[str, dict[str, Any]], None]
+
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens one model call consumed, as the provider reports them (or estimated offline).
-
-    Fields are token counts: ``input_tokens`` (uncached prompt tokens), ``output_tokens``
-    (tokens the model wrote), ``cache_creation_input_tokens`` (prompt tokens written to the
-    prompt cache) and ``cache_read_input_tokens`` (prompt tokens read from it). Usages add:
-    ``u1 + u2`` sums every field. Source: the ``usage`` object of the Anthropic Messages API.
-    """
+    """Tokens one model call consumed, as the provider reports them (or estimated offline):
+    ``input_tokens`` (uncached prompt), ``output_tokens`` (written by the model),
+    ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` (prompt written to / read
+    from the prompt cache). ``u1 + u2`` sums every field. Source: the ``usage`` object of the
+    Anthropic Messages API."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -87,13 +92,10 @@ class Usage:
                 "cache_read_input_tokens": self.cache_read_input_tokens}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Usage:
-        """Read a usage dict; a missing or ``null`` field counts as 0.
-
-        Raises ``ValueError`` naming the field when a count is not a whole number of tokens
-        from 0 to :data:`MAX_USAGE_TOKENS` (a string, a float such as ``1e400``, a boolean,
-        a negative number), and ``TypeError`` when ``d`` is not a dict.
-        """
+    def from_dict(cls, d: object) -> Usage:
+        """Read a usage dict; a missing or ``null`` field counts as 0. Raises ``TypeError``
+        for a non-dict, ``ValueError`` naming the field for a count that is not a whole
+        number of tokens from 0 to :data:`MAX_USAGE_TOKENS` (a string, ``1e400``, a bool)."""
         if not isinstance(d, dict):
             raise TypeError(f"usage must be an object of token counts, not "
                             f"{type(d).__name__}")
@@ -119,32 +121,53 @@ class Usage:
         return None
 
 
+@dataclass(frozen=True)
+class Prices:
+    """Prices in USD per million tokens, and the prompt-cache multipliers of the input price.
+
+    The defaults, 5 USD per million input and 25 USD per million output tokens, are the
+    course's reference prices: every run in the lessons is priced at them, whichever model
+    it names. Real prices depend on the model; set them per run, e.g.
+    ``AgentConfig(prices=Prices(3, 15))`` for ``claude-sonnet-4-6`` (the default model of
+    :class:`~primer.providers.claude.ClaudeLLM`) at its list price. Check the provider's price
+    list: prices change.
+    """
+
+    input_per_mtok: float = 5.0
+    output_per_mtok: float = 25.0
+    cache_write_multiplier: float = 1.25
+    cache_read_multiplier: float = 0.1
+
+
+def cost_usd(usage: Usage, prices: Prices | None = None) -> float:
+    """Dollars (USD) for ``usage`` at ``prices`` (default: ``Prices()``, 5 / 25 USD per MTok).
+
+    ``input × p_in + output × p_out + cache_write × p_in × w + cache_read × p_in × r``, all
+    divided by one million, where ``w`` and ``r`` are the cache multipliers.
+    """
+    p = prices or Prices()
+    return (usage.input_tokens * p.input_per_mtok
+            + usage.output_tokens * p.output_per_mtok
+            + usage.cache_creation_input_tokens * p.input_per_mtok * p.cache_write_multiplier
+            + usage.cache_read_input_tokens * p.input_per_mtok * p.cache_read_multiplier
+            ) / 1_000_000
+
+
 @dataclass
 class Reply:
-    """One model reply: ``content`` blocks, the ``stop_reason``, its ``usage`` and ``model``.
-
-    ``stop_reason`` is one of :data:`STOP_REASONS`. A reply with ``tool_use`` blocks is a
-    request: the model runs nothing itself.
-
-    Once a reply has entered the loop (:func:`primer.loop.replies.accept_reply`),
-    ``content`` is the transcript form, valid for the Messages API whatever the model
-    wrote. When that took a repair, ``received`` holds the content as it arrived (a
-    JSON-ready rendering of it, for the trace and the checkpoint), and ``refused`` maps the
-    id of each ``tool_use`` the harness will not run to its ``{"error_kind", "problem"}``
-    (its input in ``content`` is then ``{}``). Both are ``None`` for a reply taken as it was.
-    """
+    """One model reply: ``content`` blocks, the ``stop_reason`` (one of :data:`STOP_REASONS`),
+    its ``usage`` and ``model``. ``tool_use`` blocks are requests: the model runs nothing.
+    What the harness decided about the reply (a refused call, a repair) is on its
+    :class:`~primer.loop.state.Step`."""
 
     content: list[Block]
     stop_reason: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
-    received: list[Any] | str | None = None
-    refused: dict[str, dict[str, str]] | None = None
 
     @functools.cached_property
-    def tool_uses(self) -> list[Block]:
-        """The ``tool_use`` blocks, in the order the model wrote them (computed once: the loop
-        asks at every check, and a reply's content does not change after it arrives)."""
+    def tool_uses(self) -> list[ToolUseBlock]:
+        """The ``tool_use`` blocks in the order written (computed once: the loop asks often)."""
         return tool_uses_of(self.content)
 
     @property
@@ -156,47 +179,32 @@ class Reply:
                          and isinstance(t := b.get("text"), str))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for traces and checkpoints); ``received`` and ``refused``
-        only when set."""
-        d = {"content": self.content, "stop_reason": self.stop_reason,
-             "usage": self.usage.to_dict(), "model": self.model}
-        if self.received is not None:
-            d["received"] = self.received
-        if self.refused:
-            d["refused"] = self.refused
-        return d
+        """A JSON-ready dict (for traces and checkpoints)."""
+        return {"content": self.content, "stop_reason": self.stop_reason,
+                "usage": self.usage.to_dict(), "model": self.model}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Reply:
         """Inverse of :meth:`to_dict`; ``KeyError``, ``TypeError`` or ``ValueError`` for a
         malformed dict."""
-        refused = d.get("refused")
-        if refused is not None and not isinstance(refused, dict):
-            raise TypeError("reply.refused must be an object")
         return cls(list(d["content"]), d["stop_reason"], Usage.from_dict(d.get("usage") or {}),
-                   d.get("model", ""), d.get("received"), refused)
+                   d.get("model", ""))
 
 
 class LLM(Protocol):
-    """What the loop needs of a model: one stateless call.
-
-    ``llm(*, system: str, messages: list[Message], tools: list[dict], max_tokens: int)``
-    returns a :class:`Reply`. ``max_tokens`` caps the reply's output tokens; a reply that hits
-    it comes back with ``stop_reason == "max_tokens"`` and may hold a half-written tool call.
-    """
+    """What the loop needs of a model: one stateless call returning a :class:`Reply` (an
+    ``async def`` model, from a coroutine). ``max_tokens`` caps the reply's output tokens; a
+    reply that hits it has ``stop_reason == "max_tokens"`` and may hold a half-written call."""
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int) -> Reply: ...
+                 max_tokens: int) -> Any: ...
 
 
-def estimate_tokens(obj: Any) -> int:
-    """Estimated tokens of a string or JSON value: ``ceil(characters / 4)``.
-
-    A string counts its own characters; anything else counts the characters of its compact
-    JSON text. The characters/4 rule is the common rough figure for English text (Anthropic
-    and OpenAI both quote about four characters per token); real budgets should use the
-    usage a provider reports. Deterministic, so offline runs give the same numbers.
-    """
+def estimate_tokens(obj: object) -> int:
+    """Estimated tokens of a string or JSON value: ``ceil(characters / 4)``, counting a
+    non-string's compact JSON text. Characters/4 is the common rough figure for English
+    (Anthropic and OpenAI both quote about four characters per token); real budgets should
+    use the usage a provider reports. Deterministic, so offline runs give the same numbers."""
     if obj is None:
         return 0
     return math.ceil((len(obj) if isinstance(obj, str) else compact_length(obj)) / 4)
@@ -212,14 +220,9 @@ def text_reply(text: str, stop_reason: str = "end_turn", *, thinking: str | None
 
 def tool_reply(*calls: tuple[str, Any] | tuple[str, Any, str], text: str | None = None,
                stop_reason: str = "tool_use", thinking: str | None = None) -> Reply:
-    """A scripted reply asking for one or more tool calls.
-
-    Each call is ``(name, input)`` or ``(name, input, id)``. Calls without an id get a
-    deterministic one from the ``ScriptedLLM`` that returns the reply (``toolu_<call>_<k>``).
-    ``text`` adds a text block before the calls (a short thought, as in ReAct);
-    ``thinking`` a ``thinking`` block before everything (extended thinking, no signature:
-    a server that speaks the API signs it).
-    """
+    """A scripted reply asking for tool calls, each ``(name, input)`` or ``(name, input, id)``
+    (no id: the ``ScriptedLLM`` gives ``toolu_<call>_<k>``). ``text`` adds a text block before
+    the calls (a short thought, as in ReAct), ``thinking`` a ``thinking`` block before all."""
     content: list[Block] = [thinking_block(thinking)] if thinking else []
     if text:
         content.append(text_block(text))
@@ -229,7 +232,7 @@ def tool_reply(*calls: tuple[str, Any] | tuple[str, Any, str], text: str | None 
     return Reply(content, stop_reason)
 
 
-ReplyLike = Reply | str | list
+ReplyLike = Reply | str | list[Any]
 Policy = Callable[[list[Message]], ReplyLike]
 
 
@@ -238,14 +241,11 @@ class ScriptExhausted(RuntimeError):
 
 
 class TransientModelError(RuntimeError):
-    """A model call failed in a way a later try may not (rate limit, overload, timeout).
-
-    Adapters raise it so the loop's model-call retry can wait and try again. ``retry_after_s``
-    is the wait in seconds the provider asked for (its ``retry-after`` header), or ``None``;
-    ``usage`` the tokens the failed call still consumed, if the provider reported any;
-    ``status`` the HTTP status (429, 529, 5xx, ...), or ``None`` when no answer came (a lost
-    connection, a timeout, a stream that broke off): what a fallback model decides on.
-    """
+    """A model call failed in a way a later try may not (rate limit, overload, timeout); the
+    loop's retry waits and tries again. ``retry_after_s``: the seconds the provider asked for
+    (``retry-after``), or ``None``; ``usage``: tokens the failed call still consumed, if
+    reported; ``status``: the HTTP status (429, 529, 5xx), or ``None`` when no answer came (a
+    lost connection, a timeout): what a fallback model decides on."""
 
     def __init__(self, message: str, retry_after_s: float | None = None,
                  usage: Usage | None = None, status: int | None = None) -> None:
@@ -255,70 +255,73 @@ class TransientModelError(RuntimeError):
         self.status = status
 
 
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds to wait from HTTP response ``headers``: ``retry-after-ms`` (milliseconds,
-    non-standard but sent by Anthropic and OpenAI) or ``retry-after`` (seconds, RFC 9110);
-    ``None`` when neither is there or readable."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers[name]) / scale)
-        except (KeyError, TypeError, ValueError):
-            continue
-    return None
-
-
 class PermanentModelError(RuntimeError):
-    """A model call failed in a way retrying will not fix (bad request, bad key, no access).
-
-    The loop ends the run with ``model_error``; the message says what to fix.
-    """
+    """A model call failed in a way retrying will not fix (bad request, bad key, no access):
+    the run ends with ``model_error``, the message saying what to fix."""
 
 
 class PromptTooLong(PermanentModelError):
-    """The provider refused a request whose prompt does not fit the model's context window
-    (Anthropic: a 400 ``invalid_request_error`` saying "prompt is too long").
+    """The provider refused a prompt too long for the model's context window (Anthropic: a 400
+    ``invalid_request_error``, "prompt is too long"): nothing was generated, unlike a reply
+    with ``stop_reason`` ``model_context_window_exceeded``. The run ends with
+    ``context_window``; the message gives the provider's figures."""
 
-    No reply exists and nothing was generated, unlike a reply whose ``stop_reason`` is
-    ``model_context_window_exceeded`` (the model stopped mid-answer at the window's end).
-    The loop ends the run with ``context_window``; the message gives the provider's figures.
-    """
+
+class ModelRetriesExhausted(RuntimeError):
+    """Every attempt of one model call failed with a transient error; the loop gave up.
+    ``attempts`` holds one record per failed attempt (:func:`primer.loop.steps.call_model`)."""
+
+    def __init__(self, attempts: list[dict[str, Any]]) -> None:
+        reasons = "; ".join(f"attempt {a['attempt']}: {a['error']}" for a in attempts)
+        super().__init__(f"gave up after {len(attempts)} failed attempts ({reasons})")
+        self.attempts = attempts
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether ``fn`` is an ``async def`` function or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or (
+        callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
+
+
+def run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` to its end from sync code and return its value (or raise its error):
+    with ``asyncio.run``, on a thread of its own when this one runs a loop (a notebook)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="coroutine") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class ScriptedLLM:
     """An offline model that replays a script and reports estimated usage.
 
-    ``script`` is either a list of replies, returned one per call in order, or a *policy*: a
-    function of the message list returning the next reply. A reply may be a :class:`Reply`,
-    a string (a final text answer, ``end_turn``) or a list of blocks (``tool_use`` when it
-    holds a tool call, else ``end_turn``). ``tool_use`` blocks with an empty id get a
-    deterministic one.
-
-    Usage: ``input_tokens`` = :func:`estimate_tokens` of the system prompt, the tool
-    definitions and every message; ``output_tokens`` = the estimate of the reply's content.
-    The message estimate is kept incrementally while the caller appends to the same list,
-    so a long run costs no re-scan per call. Like a real model it never writes more than
-    ``max_tokens``: a reply whose estimate is larger comes back with ``stop_reason
-    "max_tokens"`` and ``output_tokens == max_tokens`` (its content is kept as scripted).
-
-    With ``stream=True`` it streams like a real model: the loop passes ``on_delta`` and each
-    reply reaches it as the deltas of :mod:`primer.harness.streaming` (the events the
-    Messages API would send for it) before the reply is returned, unchanged.
-
-    Raises :class:`ScriptExhausted` when a list script runs out, naming the call.
+    ``script`` is a list of replies, one per call, or a *policy*: a function of the message
+    list returning the next reply. A reply is a :class:`Reply`, a string (a final answer) or a
+    list of blocks (``tool_use`` when it holds a call); empty ``tool_use`` ids get
+    deterministic ones. Usage: ``input_tokens`` is :func:`estimate_tokens` of the system
+    prompt, tool definitions and messages (kept incrementally while the caller appends to one
+    list), ``output_tokens`` that of the reply. Like a real model it never writes more than
+    ``max_tokens``: a longer reply comes back with ``stop_reason "max_tokens"`` and
+    ``output_tokens == max_tokens`` (content kept). Raises :class:`ScriptExhausted` when a
+    list script runs out.
+    Streaming: :class:`primer.harness.streaming.StreamingScriptedLLM`.
     """
 
     def __init__(self, script: Sequence[ReplyLike] | Policy, *, model: str = "scripted",
-                 name: str = "scripted model", stream: bool = False) -> None:
+                 name: str = "scripted model") -> None:
         self.script = script
         self.model = model
         self.name = name
-        self.stream = stream
         self.calls = 0
-        self._tools_ref: Any = None
+        self._tools_ref: object = None
         self._tools_tokens = 0
         self._msgs_ref: list[Message] | None = None
         self._msgs_seen = 0
-        self._msgs_last: Any = None
+        self._msgs_last: object = None
         self._msgs_tokens = 0
 
     def _messages_tokens(self, messages: list[Message]) -> int:
@@ -344,14 +347,14 @@ class ScriptedLLM:
         return self.script[self.calls]
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int, on_delta: DeltaSink | None = None) -> Reply:
+                 max_tokens: int) -> Reply:
         raw = self._next(messages)
         self.calls += 1
         reply = _as_reply(raw)
-        content = []
+        content: list[Block] = []
         for k, block in enumerate(reply.content, start=1):
             if isinstance(block, dict) and block.get("type") == "tool_use" and not block.get("id"):
-                block = {**block, "id": f"toolu_{self.calls:02d}_{k}"}
+                block = cast(Block, {**block, "id": f"toolu_{self.calls:02d}_{k}"})
             content.append(block)
         if tools is not self._tools_ref:
             self._tools_ref, self._tools_tokens = tools, estimate_tokens(tools)
@@ -359,13 +362,7 @@ class ScriptedLLM:
         output, stop_reason = estimate_tokens(content), reply.stop_reason
         if output > max_tokens:  # a real model stops writing at max_tokens: so does this one
             output, stop_reason = max_tokens, "max_tokens"
-        out = Reply(content, stop_reason, Usage(prompt, output), self.model)
-        if on_delta is not None and self.stream:
-            relay = DeltaRelay(on_delta)
-            for event in wire_events({"content": content, "stop_reason": stop_reason,
-                                      "usage": out.usage.to_dict()}):
-                relay.feed(event)
-        return out
+        return Reply(content, stop_reason, Usage(prompt, output), self.model)
 
 
 def _as_reply(raw: ReplyLike) -> Reply:

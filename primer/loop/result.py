@@ -1,40 +1,37 @@
-"""What a run returns: ``AgentResult``, its one-paragraph summary, and its table of steps.
+"""How a run ends and what it returns: ``AgentResult``, its summary, its table of steps.
 
-:func:`step_row` is the one row builder of the course's step tables: a run's own
-(:meth:`AgentResult.rows`) and a trace read back from a file
-(:meth:`primer.harness.tracing.trace.Trace.rows`) build their rows with it, so both tables have the
-same columns under the same names. :func:`format_trace_table` prints rows as fixed-width
-text.
+:func:`finish` ends every run (a pause through :func:`start_pause` and :func:`finish_pause`).
+:func:`step_row` builds the rows of a run's table (:meth:`AgentResult.rows`) and of a trace
+read back (:meth:`primer.harness.tracing.trace.Trace.rows`), so both have the same columns.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
-
-from .jsontext import compact_json
-from .messages import THINKING_TYPES, Block, Message
+from .messages import THINKING_TYPES, Message, ToolUseBlock, user_message
 from .model import Reply, Usage
-from .state import Step, Stop, StopCause
-from .text import one_line
-from .tools import ToolExecution
+from .state import HANDOFF_TOOL_NAME, RunState, Step, Stop, StopCause
+from .text import compact_json, one_line
+from .tools import ToolExecution, call_needs_approval
+
+if TYPE_CHECKING:
+    import pydantic
 
 
 @dataclass
 class AgentResult:
     """The outcome of a run.
 
-    ``final_text`` is the model's answer only when the run ended with ``end_turn``; on any
-    other stop it is ``None``, so a limit is never passed off as an answer. ``stop_cause``
-    names the exit, ``stop_detail`` says what fired, ``summary`` says what the run finished
-    and why it stopped. ``usage`` and ``cost_usd`` are totals (tokens; USD). ``messages``
-    is the full message list; on every stop but ``awaiting_approval`` each ``tool_use`` in
-    it has exactly one ``tool_result``. ``pending`` holds tool calls awaiting approval.
-    ``checkpoint`` is the path of the run's checkpoint journal, or ``None`` if none was
-    written. ``output`` is the validated ``output_model`` instance, when one was asked for.
+    ``final_text`` is the answer only on ``end_turn`` (``None`` on any other stop: a limit is
+    never passed off as an answer). ``stop_cause`` names the exit, ``stop_detail`` what
+    fired, ``summary`` what the run finished and why it stopped. ``usage`` and ``cost_usd``
+    are totals (tokens; USD). In ``messages`` every ``tool_use`` has one ``tool_result``, except
+    on ``awaiting_approval``: ``pending`` holds the waiting calls. ``checkpoint``: the journal's
+    path, or ``None``; ``output``: the validated ``output_model`` instance, if one was asked.
     """
 
     final_text: str | None
@@ -45,7 +42,7 @@ class AgentResult:
     messages: list[Message]
     summary: str
     stop_detail: str = ""
-    pending: list[Block] = field(default_factory=list)
+    pending: list[ToolUseBlock] = field(default_factory=list)
     checkpoint: str | None = None
     output: pydantic.BaseModel | None = None
 
@@ -93,11 +90,9 @@ _HEADLINES = {
 
 
 def summarize(steps: list[Step], stop: Stop) -> str:
-    """One or two sentences: why the run stopped, and which tool calls succeeded or not.
-
-    For example: "Stopped at the step limit after 4 model calls. Succeeded: none. Failed:
-    get_order ×4."
-    """
+    """Why the run stopped and which tool calls succeeded or not, in one or two sentences:
+    "Stopped at the step limit after 4 model calls. Tool calls succeeded: none; failed:
+    get_order ×4.", for example."""
     ok: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_run: Counter[str] = Counter()
@@ -121,18 +116,13 @@ def summarize(steps: list[Step], stop: Stop) -> str:
 # ---------------------------------------------------------------- tables
 
 
-def call_cells(tool_uses: list[Block], ran: list[dict[str, Any]],
+def call_cells(tool_uses: list[ToolUseBlock], ran: list[dict[str, Any]],
                unrun: str = "awaiting approval") -> tuple[str, str]:
     """The "tool calls" and "results / answer" cells of one row (see :func:`step_row`).
-
-    ``tool_uses`` are the reply's calls; ``ran`` the results it got, as dicts with
-    ``tool_use_id``, ``name``, ``input``, ``content`` and ``is_error`` (a
-    :class:`ToolExecution`'s ``to_dict()``, or a trace's ``tool_execution`` event). A
-    requested call with no result is listed in request order as ``[unrun] name(input)`` (the
-    mark first, so a cut cell still shows it), with ``unrun`` as its result: only a pause
-    for approval leaves calls unanswered (every other stop answers them with ``not_run``
-    results).
-    """
+    ``ran`` are the results of the reply's ``tool_uses`` as dicts (a :class:`ToolExecution`'s
+    ``to_dict()``, or a trace's ``tool_execution`` event). A call with no result (only a
+    pause leaves one) shows as ``[unrun] name(input)``, mark first so a cut cell still shows
+    it, with ``unrun`` as its result."""
     def result(x: dict[str, Any]) -> str:
         return ("error: " if x["is_error"] else "") + str(x["content"])
 
@@ -156,14 +146,12 @@ def step_row(index: int, reply: Reply, ran: list[dict[str, Any]], tokens_so_far:
              request: str | None = None) -> dict[str, Any]:
     """One step as a table row: the one row builder of results and traces.
 
-    Columns: ``step``; ``request`` (only when given: what was sent, e.g. ``"3 msgs, ~536
-    tok"``); ``stop_reason``; ``tool calls`` and ``results / answer`` (see
-    :func:`call_cells`; a step with no results shows the reply's text, and with
-    ``unrun="not run"`` names the calls that did not run); ``in`` / ``out`` (the call's
-    reported prompt and output tokens); ``tokens so far`` and ``cost so far USD`` (the run's
-    running totals after this step: tokens; USD, four decimals). A reply that thought
-    (a ``thinking`` or ``redacted_thinking`` block) has its ``tool calls`` cell start with
-    :data:`THOUGHT_MARK`.
+    Columns: ``step``; ``request`` (if given: what was sent, e.g. ``"3 msgs, ~536 tok"``);
+    ``stop_reason``; ``tool calls`` and ``results / answer`` (:func:`call_cells`; with no
+    results, the reply's text, and with ``unrun="not run"`` the calls that did not run);
+    ``in`` / ``out`` (the call's reported prompt and output tokens); ``tokens so far`` and
+    ``cost so far USD`` (running totals: tokens; USD, four decimals). A reply that thought
+    starts its ``tool calls`` cell with :data:`THOUGHT_MARK`.
     """
     calls, results = call_cells(reply.tool_uses, ran, unrun)
     if not ran:
@@ -195,3 +183,99 @@ def format_trace_table(rows: list[dict[str, Any]], width: int = 60) -> str:
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in cells]
     return "\n".join([line.rstrip(), "  ".join("-" * w for w in widths), *body])
+
+
+# ---------------------------------------------------------------- results of calls
+
+
+def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
+    """Count calls that just ran: usage of models inside them, the error window, and one
+    ``tool_execution`` event each (exactly once per call). A ``not_run`` call is no
+    evidence of progress or of its lack: it stays out of the error window."""
+    index, on_event = state.steps[-1].index, state.inputs.on_event
+    for e in executions:
+        if e.usage is not None:  # models that ran inside the tool (a sub-agent)
+            state.add_usage(e.usage, e.cost_usd)
+        if e.error_kind != "not_run":
+            state.recent_errors.append(e.is_error)
+        if on_event is not None:  # (a dict: unpacking one into keywords costs more)
+            on_event("tool_execution", {"step": index, **e.to_dict()})
+
+
+def refusals(state: RunState, calls: list[ToolUseBlock]) -> dict[str, ToolExecution]:
+    """The error results of the ``calls`` the last step refused (broken input, too many
+    calls), by ``tool_use`` id. They never run."""
+    refused = state.steps[-1].refused
+    if not refused:
+        return {}
+    return {b["id"]: state.inputs.registry.refuse(b, refused[b["id"]]) for b in calls
+            if b["id"] in refused}
+
+
+def cancelled_call(state: RunState, block: ToolUseBlock) -> ToolExecution:
+    """The ``not_run`` result of a call that had not started when the run was cancelled."""
+    return not_run(block, Stop(StopCause.CANCELLED, "the cancel signal was set before this "
+                                                    "call started"))
+
+
+# ---------------------------------------------------------------- pausing and finishing
+
+
+def start_pause(state: RunState) -> list[ToolUseBlock]:
+    """The approval gate fired on the last reply: record the pause (with a recorder) and
+    return its calls that need no approval and were not refused, to run now (once; their
+    results are kept for the resumed run). Without a recorder nothing in the reply runs."""
+    recorder = state.inputs.recorder
+    if recorder is None:
+        return []
+    step = state.steps[-1]
+    recorder.paused(state, step.reply.tool_uses)
+    return [b for b in step.reply.tool_uses if not (step.refused and b["id"] in step.refused)
+            and not call_needs_approval(state.inputs.registry, b, step.refused)]
+
+
+def finish_pause(state: RunState, stop: Stop, ran: list[ToolExecution]) -> AgentResult:
+    """End a pause: the refused calls' error results and the calls that ``ran``
+    (:func:`start_pause`) join the step and are counted; the run finishes, the rest pending."""
+    answered = list(refusals(state, state.last_reply.tool_uses).values()) + ran
+    if answered:
+        state.steps[-1].executions.extend(answered)
+        account_executions(state, answered)
+    return finish(state, stop, state.last_reply)
+
+
+def finish(state: RunState, stop: Stop, reply: Reply | None = None,
+           pending: list[ToolUseBlock] | None = None) -> AgentResult:
+    """End the run with ``stop``: answer the reply's unrun calls, summarise, record, report.
+    On a pause the calls without a result stay ``pending`` (unless given); on any other stop
+    each call of ``reply`` gets a ``not_run`` result, so every ``tool_use`` is answered."""
+    if reply is not None and reply.tool_uses:
+        if stop.cause is StopCause.AWAITING_APPROVAL:
+            answered = {e.tool_use_id for e in state.steps[-1].executions}
+            if pending is None:
+                pending = [b for b in reply.tool_uses if b["id"] not in answered]
+        else:
+            unrun = [not_run(b, stop) for b in reply.tool_uses]
+            state.steps[-1].executions.extend(unrun)
+            state.append(user_message([e.result_block() for e in unrun]))
+    final = reply.text if stop.cause is StopCause.END_TURN and reply is not None else None
+    summary = summarize(state.steps, stop)
+    recorder = state.inputs.recorder
+    path = recorder.stopped(state, stop, summary, final) if recorder is not None else None
+    result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
+                         state.messages, summary, stop.detail, pending or [], path,
+                         state.output)
+    state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=summary,
+               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
+    return result
+
+
+def not_run(block: ToolUseBlock, stop: Stop) -> ToolExecution:
+    """The error result for a call the run stopped before running (error_kind "not_run")."""
+    if stop.cause is StopCause.HANDOFF and block.get("name") == HANDOFF_TOOL_NAME:
+        text = "Handed off to a person; the run has ended."
+    else:
+        text = f"Not run: the run stopped ({stop.cause.value}: {stop.detail})."
+    return ToolExecution(str(block.get("id")), str(block.get("name")), block.get("input"),
+                         text, True, "not_run")
+

@@ -16,15 +16,41 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Literal, get_type_hints
+from types import ModuleType
+from typing import Any, Literal, cast, get_type_hints
 
 import fastjsonschema
-import pydantic
 
-from ._fast_imports import import_jsonschema
 from .text import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, safe_repr
 
-jsonschema = import_jsonschema()
+#: Optional modules ``jsonschema`` imports to check string formats (``date-time``, ``iri``,
+#: ``uri-template``, ...). Input validation here never checks formats (``jsonschema``'s own
+#: default), so they are kept out while it is imported: ``rfc3987_syntax`` alone builds a
+#: parser for seconds at import, and all of them cost a quarter of a second.
+_FORMAT_MODULES = ("rfc3987_syntax", "rfc3987", "rfc3339_validator", "rfc3986_validator",
+                   "fqdn", "idna", "isoduration", "jsonpointer", "uri_template", "webcolors",
+                   "arrow")
+
+
+@functools.cache
+def import_jsonschema() -> ModuleType:
+    """``jsonschema``, imported on first use without its format checkers' modules (unless
+    something in this process imported it already). Its format checker then lacks the
+    formats those modules check; format checking is off in validation anyway."""
+    import sys
+
+    if "jsonschema" not in sys.modules:
+        hidden = [m for m in _FORMAT_MODULES if m not in sys.modules]
+        for m in hidden:
+            sys.modules[m] = None  # type: ignore[assignment]  # makes its import fail
+        try:
+            import jsonschema
+        finally:
+            for m in hidden:
+                del sys.modules[m]
+    import jsonschema.validators
+
+    return jsonschema
 
 #: A tool function with a parameter of this name receives the call's idempotency key from
 #: the harness; the parameter is not part of the ``input_schema`` the model sees.
@@ -36,6 +62,8 @@ def schema_from_signature(f: Callable[..., Any],
     """A JSON Schema object for ``f``'s keyword parameters, built by ``pydantic``: every
     object in it, nested ones included, closed to fields it does not list. Raises
     ``TypeError`` for a parameter without a type hint."""
+    import pydantic  # (on first use: a lesson that builds no tool from a function never pays)
+
     hints = get_type_hints(f)
     fields: dict[str, Any] = {}
     for p in inspect.signature(f).parameters.values():
@@ -51,7 +79,7 @@ def schema_from_signature(f: Callable[..., Any],
     schema = model.model_json_schema()
     _tidy(schema)
     schema["additionalProperties"] = False
-    return schema
+    return cast(dict[str, Any], schema)
 
 
 #: Where a JSON Schema holds further schemas: maps of them, lists of them, and single ones.
@@ -108,7 +136,7 @@ class SchemaCheck:
     """
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        cls = jsonschema.validators.validator_for(schema)
+        cls = import_jsonschema().validators.validator_for(schema)
         cls.check_schema(schema)
         self.schema = schema
         self.validator = _strict_validator(cls)(schema)
@@ -188,7 +216,7 @@ def _fast_check(schema_json: str) -> Callable[[Any], bool] | Literal[False]:
 def _strict_validator(cls: Any) -> Any:
     """``cls`` with "integer" meaning a JSON integer only: JSON Schema counts 2.0 as an
     integer, but a function typed ``int`` must not be handed a float."""
-    return jsonschema.validators.extend(
+    return import_jsonschema().validators.extend(
         cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_integer))
 
 

@@ -1,37 +1,29 @@
-"""What a run carries between steps: ``RunState``, its ``Step`` records, and how a run stops.
+"""What a run carries between steps: its inputs, its progress, its ``Step`` records, its stop.
 
-Every run ends with one :class:`StopCause`; a check that fires returns a :class:`Stop` (the
-cause and one sentence of detail). :class:`RunState` holds the run's inputs (config, system
-prompt, the tool registry, the model) and everything that changes step by step (messages,
-steps, usage and cost, loop-detection counts, the no-progress window), all kept
-incrementally so the harness's own work per step stays flat as the history grows.
-
+Every run ends with one :class:`StopCause`; a check that fires returns a :class:`Stop`. A
+run is :class:`RunInputs`, what it was given and never changes (config, tools, model and the
+seams the harness plugs into), and :class:`RunState`, what changes step by step, kept
+incrementally so the loop's own work per step stays flat as the history grows.
 :meth:`RunState.to_dict` / :meth:`RunState.from_dict` are the JSON form a checkpoint journal
-stores and resume reads back. :class:`Recorder` is what the loop calls at fixed points to make
-progress durable (:class:`primer.harness.durable.journal.JournalRecorder` is the one the library
-has); a recorder records, it never runs a step of the loop.
+stores and resume reads back.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
-
-import pydantic
-
-from primer.harness.hooks import Hooks
-from primer.harness.runner import ToolRunner
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import AgentConfig
-from .cost import cost_usd
-from .history import tool_use_ids
-from .jsontext import compact_sorted
-from .messages import Block, Message
-from .model import LLM, Reply, Usage, estimate_tokens
-from .tools import ToolExecution, ToolRegistry
+from .messages import Message, ToolUseBlock, compact_sorted, tool_use_ids
+from .model import LLM, EventSink, Reply, Usage, cost_usd, estimate_tokens
+from .tools import Refusal, Tool, ToolDefinition, ToolExecution, ToolRegistry
+
+if TYPE_CHECKING:
+    import pydantic
 
 
 class StopCause(str, Enum):
@@ -69,14 +61,14 @@ class Stop:
 class Step:
     """One model call and what followed it.
 
-    ``index`` counts model calls from 1. ``usage`` is this call's usage, ``total_usage``
-    and ``cost_usd`` the run's running totals after it (tokens; USD). ``prompt_estimate`` is
-    the harness's estimate of the prompt it sent (tokens, characters/4). ``executions`` are
-    the tool calls of this reply in request order, including any the run did not run
-    (``error_kind == "not_run"``). ``model_latency_s`` is wall seconds in the model call.
-    ``model_retries`` records the failed attempts of this model call that were retried
-    (see :func:`~primer.harness.runner.call_model_with_retries`); their reported usage is
-    in ``total_usage`` and ``cost_usd`` but not in ``usage``.
+    ``index`` counts model calls from 1. ``usage`` is this call's, ``total_usage`` and
+    ``cost_usd`` the run's totals after it (tokens; USD); ``prompt_estimate`` the prompt it
+    sent (tokens, characters/4). ``executions``: the reply's tool calls in request order,
+    unrun ones (``not_run``) included. ``model_latency_s``: wall seconds in the model call;
+    ``model_retries``: its retried failed attempts (their usage is in the totals only).
+    What the harness decided, kept off the :class:`Reply`: ``refused`` maps each ``tool_use``
+    id it will not run to ``{"error_kind", "problem"}``; ``received`` is the content as it
+    arrived when :func:`~primer.loop.replies.accept_reply` repaired it; else both ``None``.
     """
 
     index: int
@@ -88,29 +80,34 @@ class Step:
     model_latency_s: float = 0.0
     executions: list[ToolExecution] = field(default_factory=list)
     model_retries: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[str, Refusal] | None = None
+    received: list[Any] | str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"index": self.index, "reply": self.reply.to_dict(),
-                "usage": self.usage.to_dict(), "total_usage": self.total_usage.to_dict(),
-                "cost_usd": self.cost_usd, "prompt_estimate": self.prompt_estimate,
-                "model_latency_s": self.model_latency_s,
-                "executions": [e.to_dict() for e in self.executions],
-                "model_retries": self.model_retries}
+        """A JSON-ready dict (``refused`` and ``received`` only when set)."""
+        d = {"index": self.index, "reply": self.reply.to_dict(),
+             "usage": self.usage.to_dict(), "total_usage": self.total_usage.to_dict(),
+             "cost_usd": self.cost_usd, "prompt_estimate": self.prompt_estimate,
+             "model_latency_s": self.model_latency_s,
+             "executions": [e.to_dict() for e in self.executions],
+             "model_retries": self.model_retries}
+        if self.refused:
+            d["refused"] = self.refused
+        if self.received is not None:
+            d["received"] = self.received
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Step:
         """Inverse of :meth:`to_dict`; ``KeyError`` / ``TypeError`` for a malformed dict."""
+        refused = d.get("refused")
+        if refused is not None and not isinstance(refused, dict):
+            raise TypeError("step.refused must be an object")
         return cls(d["index"], Reply.from_dict(d["reply"]), Usage.from_dict(d["usage"]),
                    Usage.from_dict(d["total_usage"]), d["cost_usd"], d["prompt_estimate"],
                    d.get("model_latency_s", 0.0),
                    [ToolExecution(**e) for e in d.get("executions", [])],
-                   model_retries=d.get("model_retries", []))
-
-
-#: ``on_event(kind, data)``: called as the run goes (``run_start``, ``model_call``,
-#: ``tool_execution``, ``stop``, ...), e.g. a :class:`~primer.harness.tracing.trace.TraceWriter`.
-EventSink = Callable[[str, dict[str, Any]], None]
+                   d.get("model_retries", []), refused, d.get("received"))
 
 
 class CancelSignal(Protocol):
@@ -122,14 +119,11 @@ class CancelSignal(Protocol):
 
 
 class Recorder(Protocol):
-    """Where a run's progress becomes durable; the loop calls it at fixed points.
+    """Where a run's progress becomes durable; the loop calls it at fixed points, with the
+    state as it is then. It only records: it never runs a tool, calls the model or ends the
+    run (:class:`primer.harness.durable.recorder.JournalRecorder` writes a checkpoint journal)."""
 
-    A recorder only records: it never runs a tool, calls the model or ends the run. Each
-    method receives the state as it is at that point; what the state gained since the last
-    call (the reply, its step, results, totals) is the recorder's to write.
-    """
-
-    def call_started(self, state: RunState, call: Block) -> None:
+    def call_started(self, state: RunState, call: ToolUseBlock) -> None:
         """A side-effecting call is about to run (durable before it runs)."""
 
     def call_done(self, state: RunState, execution: ToolExecution) -> None:
@@ -138,7 +132,7 @@ class Recorder(Protocol):
     def results_added(self, state: RunState) -> None:
         """A reply's results were appended to the messages in one user message."""
 
-    def paused(self, state: RunState, calls: list[Block]) -> None:
+    def paused(self, state: RunState, calls: list[ToolUseBlock]) -> None:
         """The approval gate paused the run on the last reply's ``calls`` (durable)."""
 
     def stopped(self, state: RunState, stop: Stop, summary: str,
@@ -147,6 +141,81 @@ class Recorder(Protocol):
 
     def close(self) -> None:
         """Release what the recorder holds (files, locks); safe to call twice."""
+
+
+#: How one call runs: ``runner(call) -> ToolExecution``.
+CallRunner = Callable[[ToolUseBlock], ToolExecution]
+#: ``block_check(block, role) -> problem or None``: may a reply's block (not text or
+#: ``tool_use``) be sent back? (``primer.harness.request_check`` checks the API's types.)
+BlockCheck = Callable[[dict[str, Any], str], "str | None"]
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run is given, fixed for its whole length: ``config``, ``system``, ``registry``
+    (the tools: the allow-list), ``tool_defs`` (their definitions as sent) and ``llm``. The
+    seams: ``runner`` (how one call runs; default :meth:`~primer.loop.tools.ToolRegistry.run`,
+    the harness's adds time limits and retries), ``recorder`` (or ``None``), ``on_event``
+    (where events go: a trace writer), ``on_delta`` (a streaming model's deltas: the caller's
+    listener, never a trace file), ``output_model`` (the pydantic model a final answer must
+    satisfy), ``cancel`` (:class:`CancelSignal`) and ``block_check`` (:data:`BlockCheck`)."""
+
+    config: AgentConfig
+    system: str
+    registry: ToolRegistry
+    tool_defs: list[ToolDefinition]
+    llm: LLM
+    runner: CallRunner
+    recorder: Recorder | None = None
+    on_event: EventSink | None = None
+    on_delta: EventSink | None = None
+    output_model: type[pydantic.BaseModel] | None = None
+    cancel: CancelSignal | None = None
+    block_check: BlockCheck | None = None
+
+
+# ---------------------------------------------------------------- the hand-off tool
+
+HANDOFF_TOOL_NAME = "handoff_to_human"
+
+#: The hand-off tool's definition. It is a tool so that the hand-off is a logged request
+#: with a reason; the harness intercepts it and ends the run with ``StopCause.HANDOFF``.
+HANDOFF_TOOL_DEF: ToolDefinition = {
+    "name": HANDOFF_TOOL_NAME,
+    "description": ("Hand the task to a person. Use it when the request is outside what you "
+                    "may do (for example an amount above your authority), when the user asks "
+                    "for a person, or when you cannot make progress. Give the reason."),
+    "input_schema": {"type": "object",
+                     "properties": {"reason": {"type": "string",
+                                               "description": "Why a person must take over."}},
+                     "required": ["reason"], "additionalProperties": False},
+}
+
+
+def _handoff_never_runs(**_: Any) -> str:
+    raise RuntimeError("the harness intercepts handoff_to_human; it never runs")
+
+
+@functools.lru_cache(maxsize=1)
+def handoff_tool() -> Tool:
+    """A :class:`Tool` for :data:`HANDOFF_TOOL_DEF` (the loop intercepts it; it never runs),
+    built once: checking its schema costs milliseconds, too much to repeat per run."""
+    return Tool(HANDOFF_TOOL_DEF["name"], HANDOFF_TOOL_DEF["description"],
+                HANDOFF_TOOL_DEF["input_schema"], _handoff_never_runs)
+
+
+def registry_for_run(tools: ToolRegistry | Iterable[Tool], offer_handoff: bool) -> ToolRegistry:
+    """The run's allow-list: ``tools``, plus the hand-off tool when ``offer_handoff`` is on and
+    no tool has its name. ``ValueError`` for two tools of one name."""
+    if isinstance(tools, ToolRegistry) and (not offer_handoff or HANDOFF_TOOL_NAME in tools):
+        return tools  # (already the run's allow-list)
+    base = list(tools)
+    if offer_handoff and all(t.name != HANDOFF_TOOL_NAME for t in base):
+        base.append(handoff_tool())
+    return ToolRegistry(base)
+
+
+_PLAIN = (str, int, bool, type(None))
 
 
 def _canonical_value(value: Any) -> Any:
@@ -160,22 +229,9 @@ def _canonical_value(value: Any) -> Any:
     return value
 
 
-_PLAIN = (str, int, bool, type(None))
-
-
-def repeat_key(block: Block, refused: dict[str, dict[str, str]] | None) -> str:
-    """The key loop detection counts for a call of a reply with ``refused`` calls: its
-    :func:`canonical_call`, with, for a refused call (whose broken input is sent on as
-    ``{}``), why it was refused: the same broken request counts as a repeat, different
-    ones do not."""
-    if refused and block.get("id") in refused:
-        return f"{canonical_call(block)}:refused:{refused[block['id']].get('problem')}"
-    return canonical_call(block)
-
-
-def canonical_call(block: Block) -> str:
+def canonical_call(block: ToolUseBlock) -> str:
     """The key loop detection counts: tool name + input as JSON with sorted keys (1.0 as 1)."""
-    args = block.get("input")
+    args: Any = block.get("input")
     try:
         if not (isinstance(args, dict) and all(type(v) in _PLAIN for v in args.values())):
             args = _canonical_value(args)  # only floats and containers need the walk
@@ -185,56 +241,51 @@ def canonical_call(block: Block) -> str:
     return f"{block.get('name')}:{text}"
 
 
+def repeat_key(block: ToolUseBlock, refused: dict[str, Refusal] | None) -> str:
+    """The key loop detection counts for a call of a step with ``refused`` calls: its
+    :func:`canonical_call`, plus, for a refused call (its broken input sent on as ``{}``), why:
+    the same broken request counts as a repeat, different ones do not."""
+    if refused and block.get("id") in refused:
+        return f"{canonical_call(block)}:refused:{refused[block['id']].get('problem')}"
+    return canonical_call(block)
+
+
 @dataclass
 class RunState:
-    """Everything a run carries between steps, kept incrementally.
+    """A run's progress, kept incrementally; ``inputs`` holds what it was given.
 
-    Inputs: ``config``, ``system`` (the system prompt), ``registry`` (the tools: the
-    allow-list), ``tool_defs`` (their definitions as sent), ``llm`` (the model), ``runner``
-    (how one call runs: timeouts and retries; by default built from the config), ``hooks``,
-    ``output_model`` (the pydantic model the final answer must satisfy, or ``None``),
-    ``recorder`` (where progress becomes durable, or ``None``), ``on_event``, ``on_delta``
-    (where a streaming model's deltas go: the caller's ``on_event``, never a trace file) and
-    ``cancel`` (the caller's :class:`CancelSignal`, or ``None``).
-
-    Progress: ``messages``, ``steps``, ``usage`` and ``cost_usd`` (totals: tokens; USD),
-    ``prompt_estimate`` (the running characters/4 estimate of system prompt + tool
-    definitions + messages, updated per appended message, never re-scanned),
-    ``repeat_counts`` (requests per :func:`canonical_call` key), ``recent_errors`` (the
-    no-progress window), ``output_fixes`` (corrective turns used), ``compactions``,
-    ``tool_use_ids`` (every id of the run) and ``tool_calls`` (the calls let through to run,
-    for ``max_tool_calls_per_run``).
+    ``usage`` and ``cost_usd`` are totals (tokens; USD); ``prompt_estimate`` the running
+    characters/4 estimate of system prompt + tool definitions + messages (never re-scanned);
+    ``repeat_counts`` requests per :func:`canonical_call` key; ``recent_errors`` the
+    no-progress window; ``started_at`` the config clock at the start (seconds);
+    ``output_fixes`` corrective turns used; ``output`` the validated answer; ``tool_use_ids``
+    every id of the run; ``tool_calls`` calls let through while ``max_tool_calls_per_run`` is on.
     """
 
-    config: AgentConfig
-    system: str
-    messages: list[Message]
-    registry: ToolRegistry
-    tool_defs: list[dict[str, Any]]
-    llm: LLM | None = None
-    runner: ToolRunner | None = None
-    prompt_estimate: int = 0
+    inputs: RunInputs
+    messages: list[Message] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
-    steps: list[Step] = field(default_factory=list)
+    prompt_estimate: int = 0
     repeat_counts: Counter[str] = field(default_factory=Counter)
     recent_errors: deque[bool] = field(default_factory=deque)
     started_at: float = 0.0
-    on_event: EventSink | None = None
-    recorder: Recorder | None = None
-    hooks: list[Hooks] = field(default_factory=list)
-    output_model: type[pydantic.BaseModel] | None = None
     output_fixes: int = 0
-    output: pydantic.BaseModel | None = None  #: the validated final answer
+    output: pydantic.BaseModel | None = None
     compactions: int = 0
     tool_use_ids: set[str] = field(default_factory=set)
-    on_delta: EventSink | None = None
-    cancel: CancelSignal | None = None
-    tool_calls: int = 0  #: calls let through to run (counted while max_tool_calls_per_run is on)
+    tool_calls: int = 0
 
     def __post_init__(self) -> None:
-        if self.runner is None:
-            self.runner = ToolRunner.from_config(self.registry, self.config)
+        window = self.inputs.config.no_progress_window or 1
+        if self.recent_errors.maxlen != window:
+            self.recent_errors = deque(self.recent_errors, maxlen=window)
+
+    @property
+    def config(self) -> AgentConfig:
+        """The run's config (``inputs.config``): the checks read it at every step."""
+        return self.inputs.config
 
     @property
     def model_calls(self) -> int:
@@ -254,7 +305,8 @@ class RunState:
     def recount_prompt_estimate(self) -> None:
         """Estimate the whole prompt afresh (system + tool definitions + messages), once:
         at the start of a run and after the message list was rewritten (compaction)."""
-        self.prompt_estimate = (estimate_tokens(self.system) + estimate_tokens(self.tool_defs)
+        self.prompt_estimate = (estimate_tokens(self.inputs.system)
+                                + estimate_tokens(self.inputs.tool_defs)
                                 + sum(estimate_tokens(m) for m in self.messages))
 
     def add_usage(self, usage: Usage, cost: float | None = None) -> None:
@@ -265,8 +317,8 @@ class RunState:
 
     def emit(self, kind: str, **data: Any) -> None:
         """Send one event to ``on_event`` (if any)."""
-        if self.on_event is not None:
-            self.on_event(kind, data)
+        if self.inputs.on_event is not None:
+            self.inputs.on_event(kind, data)
 
     # -- the JSON form (checkpoint journals, resume)
 
@@ -279,37 +331,66 @@ class RunState:
 
     def to_dict(self) -> dict[str, Any]:
         """The progress of the run, JSON-ready: ``system``, ``messages``, ``steps`` and
-        :meth:`totals`. The inputs (config, tools, model, hooks) travel separately."""
-        return {"system": self.system, "messages": self.messages,
+        :meth:`totals`. The inputs (config, tools, model) travel separately."""
+        return {"system": self.inputs.system, "messages": self.messages,
                 "steps": [s.to_dict() for s in self.steps], **self.totals()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, config: AgentConfig, registry: ToolRegistry,
-                  **inputs: Any) -> RunState:
-        """A state rebuilt from :meth:`to_dict`, with the run's live inputs (``config``,
-        ``registry`` and any other field given as a keyword, e.g. ``llm``, ``hooks``).
-
-        The loop-detection counts, the run's ``tool_use`` ids and its count of calls let
-        through are counted again from the steps' replies (every call of a run that goes on
-        was counted once); the ids of an earlier conversation in ``messages`` are taken too.
-        Raises
-        ``KeyError``, ``TypeError`` or ``ValueError`` for a malformed dict.
-        """
+    def from_dict(cls, d: dict[str, Any], inputs: RunInputs) -> RunState:
+        """A state rebuilt from :meth:`to_dict` with the run's live ``inputs``; the repeat
+        counts, ``tool_use`` ids and calls let through are counted again from the messages
+        and steps. ``KeyError``, ``TypeError`` or ``ValueError`` for a malformed dict."""
         steps = [Step.from_dict(s) for s in d["steps"]]
-        state = cls(config=config, system=d["system"], messages=list(d["messages"]),
-                    registry=registry, tool_defs=registry.definitions(),
-                    prompt_estimate=int(d["prompt_estimate"]),
-                    usage=Usage.from_dict(d["usage"]), cost_usd=float(d["cost_usd"]),
-                    steps=steps, output_fixes=int(d.get("output_fixes", 0)),
-                    compactions=int(d.get("compactions", 0)),
-                    recent_errors=deque(map(bool, d["recent_errors"]),
-                                        maxlen=config.no_progress_window or 1), **inputs)
+        state = cls(inputs, list(d["messages"]), steps, Usage.from_dict(d["usage"]),
+                    float(d["cost_usd"]), int(d["prompt_estimate"]),
+                    recent_errors=deque(map(bool, d["recent_errors"])),
+                    output_fixes=int(d.get("output_fixes", 0)),
+                    compactions=int(d.get("compactions", 0)))
         state.tool_use_ids = tool_use_ids(state.messages)
         for s in steps:
             for block in s.reply.tool_uses:
-                if config.repeat_threshold is not None:
-                    state.repeat_counts[repeat_key(block, s.reply.refused)] += 1
+                if inputs.config.repeat_threshold is not None:
+                    state.repeat_counts[repeat_key(block, s.refused)] += 1
                 if isinstance(block.get("id"), str):
                     state.tool_use_ids.add(block["id"])
-            state.tool_calls += len(s.reply.tool_uses) - len(s.reply.refused or ())
+            state.tool_calls += len(s.reply.tool_uses) - len(s.refused or ())
         return state
+
+
+# ---------------------------------------------------------------- the prompt's size
+
+
+def prompt_tokens(state: RunState) -> int:
+    """The size of the next request's prompt (tokens), as the context checks read it.
+
+    The prompt the last call reported (:attr:`Usage.prompt_tokens
+    <primer.loop.model.Usage.prompt_tokens>`) plus the characters/4 estimate of what was added
+    since, not an estimate of everything (which drifts from the real tokenizer: code, JSON and
+    non-English text run well above characters/4). After a compaction shrank the list, the
+    estimate scaled by that call's reported/estimated ratio; with no reported prompt yet, the
+    estimate alone. O(1): no re-count of the list.
+    """
+    if not state.steps:
+        return state.prompt_estimate
+    last = state.steps[-1]
+    reported = last.usage.prompt_tokens
+    if reported <= 0 or last.prompt_estimate <= 0:
+        return state.prompt_estimate
+    if state.prompt_estimate >= last.prompt_estimate:
+        return reported + state.prompt_estimate - last.prompt_estimate
+    return round(state.prompt_estimate * reported / last.prompt_estimate)
+
+
+def prompt_size_text(state: RunState) -> str:
+    """How :func:`prompt_tokens` got its figure, for a stop's detail: ``"12,345 tokens
+    (call 3 reported 11,000; about 1,345 added since)"``, or ``"about 12,345 tokens"``."""
+    tokens = prompt_tokens(state)
+    last = state.steps[-1] if state.steps else None
+    if last is None or last.usage.prompt_tokens <= 0 or last.prompt_estimate <= 0:
+        return f"about {tokens:,} tokens"
+    added = state.prompt_estimate - last.prompt_estimate
+    if added < 0:
+        return (f"{tokens:,} tokens (after compaction; call {last.index} reported "
+                f"{last.usage.prompt_tokens:,})")
+    return (f"{tokens:,} tokens (call {last.index} reported {last.usage.prompt_tokens:,}; "
+            f"about {added:,} added since)")

@@ -1,100 +1,143 @@
-"""The loop's steps: call the model, run a reply's tools, pause for approval, finish.
+"""The loop's steps: call the model, take its reply, run a reply's tools, record the results.
 
-:func:`continue_run <primer.loop.loop.continue_run>` strings these together with the
-checks of :mod:`primer.loop.checks`. :func:`after_tools` is the one path by which a reply's
-calls run and their results join the messages: the loop takes it after every reply, a
-resumed run takes it for the calls of the reply it paused on
-(:mod:`primer.harness.durable.resume`), and so does the thread that carries a run on after a call
-hung (:func:`primer.loop.loop.carry_on`).
+The steps that wait on the world do not wait themselves: they ``yield`` a :class:`ModelCall`,
+a :class:`ToolCalls` or (between retries) a :class:`Sleep` to the loop's driver and get back
+what it returned. The sync driver (:func:`~primer.loop.loop.drive`) does that on the caller's
+thread, the async one (:mod:`primer.harness.async_loop`) awaits it, so the control flow, the
+model-call retry included, is written once for both. :func:`add_results` is the one path by
+which a reply's results join the messages (after every reply, and in a resumed run).
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
-from collections.abc import Iterable
-from types import CoroutineType
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from primer.harness.hooks import after_reply_hooks, after_tool_hooks, before_tool_hooks
-from primer.harness.runner import ModelRetriesExhausted, call_model_with_retries, failed_usage
-from primer.harness.streaming import MODEL_EVENT_KINDS
-from primer.harness.timeouts import inline_calls, raise_if_abandoned, watched
-
-from .checks import AFTER_TOOLS, HANDOFF_TOOL_NAME, first_stop
-from .coroutines import run_to_completion
-from .cost import cost_usd
-from .messages import Block, assistant_message, transcript_content, user_message
-from .model import PromptTooLong, Reply, ScriptExhausted, TransientModelError
+from .checks import AFTER_TOOLS, first_stop
+from .messages import ToolUseBlock, assistant_message, transcript_content, user_message
+from .model import (
+    MODEL_EVENT_KINDS,
+    EventSink,
+    ModelRetriesExhausted,
+    PromptTooLong,
+    ScriptExhausted,
+    TransientModelError,
+    Usage,
+    cost_usd,
+)
 from .replies import accept_reply
-from .result import AgentResult, summarize
-from .state import EventSink, RunState, Step, Stop, StopCause
+from .result import account_executions, cancelled_call, refusals
+from .state import RunState, Step, Stop, StopCause
 from .text import safe_str
-from .tools import ToolExecution, call_needs_approval, execute_tools
+from .tools import ToolExecution, ToolRegistry
+
+# ---------------------------------------------------------------- what the loop waits for
+
+
+@dataclass
+class ModelCall:
+    """Call the run's model with ``request`` (its keyword arguments); send back the reply,
+    or :class:`Raised` with what the call raised."""
+
+    request: dict[str, Any]
+
+
+@dataclass
+class ToolCalls:
+    """Run ``calls`` (each through :func:`run_call`, concurrently); send back their
+    executions in the same order. ``record_all``: record every result durably."""
+
+    calls: list[ToolUseBlock]
+    record_all: bool = False
+
+
+@dataclass
+class Sleep:
+    """Wait ``seconds`` before the next attempt of a model call; send back ``None``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What a model call raised, handed back to the loop as a value."""
+
+    error: BaseException
+
+
+Wait = ModelCall | ToolCalls | Sleep
+#: What a step that waits returns to the loop: a generator of :data:`Wait`.
+Waits = Generator[Wait, Any, "Stop | None"]
+
 
 # ---------------------------------------------------------------- the model call
 
 
-def call_model(state: RunState) -> Stop | None:
-    """Make one model call (with retries of transient errors); record its reply and step.
-
-    The reply is appended to the messages and its usage to the run's totals, then the
-    ``after_reply`` hooks see it. Returns a ``model_error`` stop when the call failed (the
-    work so far is kept) or returned something the loop cannot act on, else ``None``.
-    :class:`~primer.loop.model.ScriptExhausted` (a bug in a script) propagates.
-    """
-    assert state.llm is not None, "call_model needs state.llm"
-    prompt_estimate = state.prompt_estimate
-    failed: list[dict[str, Any]] = []  # transient failures of this call, retried
-    raise_if_abandoned()
+def call_model(state: RunState) -> Waits:
+    """One model call, with retries of a transient error; the reply accepted and recorded.
+    A :class:`~primer.loop.model.TransientModelError` is retried up to ``config.model_retries``
+    times after :meth:`~primer.loop.config.RetryPolicy.delay_at` seconds (a :class:`Sleep`),
+    counting the usage failed attempts reported; no tool runs again. Returns a ``model_error``
+    stop when the call failed for good or returned something unusable, else ``None``.
+    :class:`~primer.loop.model.ScriptExhausted` (a bug in a script) propagates."""
+    prompt_estimate, failed = state.prompt_estimate, list[dict[str, Any]]()
     start = time.perf_counter()
-    try:
-        try:  # the first attempt; a transient error goes on to the retries
-            raw = ask_model(state)
-        except TransientModelError as e:
-            c = state.config
-            raw = call_model_with_retries(
-                lambda: ask_model(state), retries=c.model_retries, policy=c.retry,
-                sleep=c.sleep, key=f"model-call-{state.model_calls + 1}", failed=failed,
-                first=e)
-    except ScriptExhausted:
-        raise
-    except (Exception, GeneratorExit) as e:  # noqa: BLE001 - a failed call ends the run
-        return model_failed(state, e, failed)
-    return take_reply(state, raw, prompt_estimate, time.perf_counter() - start, failed)
+    while True:
+        answer = yield ModelCall(model_request(state))
+        if not isinstance(answer, Raised):
+            return take_reply(state, answer, prompt_estimate, time.perf_counter() - start,
+                              failed)
+        error = answer.error
+        if isinstance(error, ScriptExhausted):
+            raise error
+        if not isinstance(error, TransientModelError):
+            return model_failed(state, error, failed)
+        delay = retry_delay(state, error, failed)
+        if delay is None:
+            return model_failed(state, ModelRetriesExhausted(failed), failed)
+        yield Sleep(delay)
 
 
-def ask_model(state: RunState, on_delta: EventSink | None = None) -> Any:
-    """One attempt of the model call: ``state.llm`` asked with :func:`model_request`; a
-    coroutine it returns (an ``async def`` model) is run to completion. Returns what the
-    model returned, not yet checked."""
-    llm = state.llm
-    assert llm is not None
-    if getattr(llm, "stream", False) is True:
-        raw = llm(**model_request(state, on_delta))
-    else:  # (the common case, without building a dict of the request)
-        raw = llm(system=state.system, messages=state.messages, tools=state.tool_defs,
-                  max_tokens=state.config.max_tokens)
-    if type(raw) is Reply:
-        return raw
-    return run_to_completion(raw) if isinstance(raw, CoroutineType) else raw
+def retry_delay(state: RunState, error: TransientModelError,
+                failed: list[dict[str, Any]]) -> float | None:
+    """Record a failed attempt in ``failed`` (``{"attempt", "error", "retry_after_s",
+    "delay_s", "usage"}``); the seconds to wait before the next, or ``None`` when the run's
+    ``model_retries`` are used up."""
+    usage = error.usage if isinstance(error.usage, Usage) \
+        and error.usage.problem() is None else None  # (a broken figure is not counted)
+    record: dict[str, Any] = {"attempt": len(failed) + 1,
+                              "error": f"{type(error).__name__}: {safe_str(error)}",
+                              "retry_after_s": error.retry_after_s, "delay_s": None,
+                              "usage": usage.to_dict() if usage else None}
+    failed.append(record)
+    c = state.config
+    if len(failed) > c.model_retries:
+        return None
+    record["delay_s"] = c.retry.delay_at(len(failed), f"model-call-{state.model_calls + 1}",
+                                         error.retry_after_s)
+    return float(record["delay_s"])
 
 
 def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
-    """The keyword arguments of one model call: the run's ``system``, ``messages``,
-    ``tools`` and ``max_tokens``, and for a streaming model (one whose ``stream`` attribute
-    is ``True``) ``on_delta``, where its deltas go tagged with the step (default: the run's
-    ``on_delta``; see :func:`delta_sink`)."""
-    request = {"system": state.system, "messages": state.messages, "tools": state.tool_defs,
+    """The keyword arguments of one model call: ``system``, ``messages``, ``tools`` and
+    ``max_tokens``, and for a streaming model (its ``stream`` attribute is ``True``)
+    ``on_delta``, where its deltas go tagged with the step (see :func:`delta_sink`)."""
+    inputs = state.inputs
+    request = {"system": inputs.system, "messages": state.messages, "tools": inputs.tool_defs,
                "max_tokens": state.config.max_tokens}
-    if getattr(state.llm, "stream", False) is True:
-        request["on_delta"] = delta_sink(state, on_delta or state.on_delta)
+    if getattr(inputs.llm, "stream", False) is True:
+        request["on_delta"] = delta_sink(state, on_delta or inputs.on_delta)
     return request
 
 
 def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
     """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``.
-    Only the kinds of :data:`~primer.harness.streaming.MODEL_EVENT_KINDS` with a dict of
-    data pass; anything else the model sends is dropped (it cannot forge loop events)."""
+    Only the kinds of :data:`~primer.loop.model.MODEL_EVENT_KINDS` with a dict of data pass:
+    a model cannot forge the loop's own events."""
     if sink is None:
         return None
     step = state.model_calls + 1
@@ -119,59 +162,54 @@ def model_failed(state: RunState, error: BaseException, failed: list[dict[str, A
     return Stop(StopCause.MODEL_ERROR, f"model call {state.model_calls + 1} failed: {what}")
 
 
-def take_reply(state: RunState, raw: Any, prompt_estimate: int, latency_s: float,
+def take_reply(state: RunState, raw: object, prompt_estimate: int, latency_s: float,
                failed: list[dict[str, Any]]) -> Stop | None:
     """The end of a model call that returned ``raw``: count ``failed`` attempts, accept the
-    reply (:func:`accept_reply`) and record it (:func:`record_reply`); a ``model_error``
-    stop when it cannot be acted on, else ``None``."""
+    reply (:func:`~primer.loop.replies.accept_reply`) and record it (:func:`record_reply`);
+    a ``model_error`` stop when it cannot be acted on, else ``None``."""
     if failed:
         _count_failed_attempts(state, failed)
     n = len(state.steps) + 1
-    reply = accept_reply(raw, n, state.tool_use_ids)
-    if isinstance(reply, str):
+    accepted = accept_reply(raw, n, state.tool_use_ids, state.inputs.block_check)
+    if isinstance(accepted, str):
         return Stop(StopCause.MODEL_ERROR,
-                    f"model call {n} returned {reply}; nothing in it was acted on")
-    record_reply(state, reply, prompt_estimate, latency_s, failed)
+                    f"model call {n} returned {accepted}; nothing in it was acted on")
+    step = Step(n, accepted.reply, accepted.reply.usage, state.usage, state.cost_usd,
+                prompt_estimate, latency_s, [], failed, accepted.refused, accepted.received)
+    record_reply(state, step)
     return None
 
 
-def record_reply(state: RunState, reply: Reply, prompt_estimate: int, latency_s: float,
-                 failed: list[dict[str, Any]]) -> None:
-    """Add an accepted reply to the run: its usage (tokens; USD at its model's prices, see
-    :meth:`~primer.loop.config.AgentConfig.prices_for`), its
-    :class:`Step`, the assistant message, a ``model_call`` event, the ``after_reply`` hooks.
-    The tool-call limits apply first (:func:`limit_calls`).
-    ``prompt_estimate`` is the estimate of the prompt it answered (tokens), ``latency_s``
-    the call's wall seconds, ``failed`` its retried attempts."""
-    n = len(state.steps) + 1
+def record_reply(state: RunState, step: Step) -> None:
+    """Add an accepted reply's ``step`` to the run, after :func:`limit_calls`: its usage
+    (tokens; USD at :meth:`~primer.loop.config.AgentConfig.prices_for`) to the totals, the
+    assistant message, a ``model_call`` event."""
+    reply, c = step.reply, state.config
     uses = reply.tool_uses  # (one call never passes a per-reply limit, which is >= 1)
-    if uses and (len(uses) > 1 or state.config.max_tool_calls_per_run is not None):
-        limit_calls(state, reply)
-    c = state.config
+    if uses and (len(uses) > 1 or c.max_tool_calls_per_run is not None):
+        limit_calls(state, step)
     state.add_usage(reply.usage, cost_usd(reply.usage, c.prices_for(reply.model))
                     if c.model_prices else None)
-    state.steps.append(Step(n, reply, reply.usage, state.usage, state.cost_usd,
-                            prompt_estimate, latency_s, [], failed))
+    step.total_usage, step.cost_usd = state.usage, state.cost_usd
+    state.steps.append(step)
     state.append(assistant_message(reply.content or transcript_content(reply.content)))
-    if state.on_event is not None:  # (the event's dicts are built only for a listener)
-        state.on_event("model_call", {"step": n, "prompt_estimate": prompt_estimate,
-                                      "reply": reply.to_dict(), "latency_s": latency_s})
-    if state.hooks:
-        for hook, error in after_reply_hooks(state.hooks, reply):
-            state.emit("hook_error", step=n, hook=hook, point="after_reply", error=error)
+    on_event = state.inputs.on_event
+    if on_event is not None:  # (the event's dicts are built only for a listener)
+        event = {"step": step.index, "prompt_estimate": step.prompt_estimate,
+                 "reply": reply.to_dict(), "latency_s": step.model_latency_s}
+        if step.refused:
+            event["refused"] = step.refused
+        if step.received is not None:
+            event["received"] = step.received
+        on_event("model_call", event)
 
 
-def limit_calls(state: RunState, reply: Reply) -> None:
-    """Apply ``max_tool_calls_per_reply`` and ``max_tool_calls_per_run`` to a new reply.
-
-    A reply asking for more calls than either allows runs none of them: each call is refused
-    (``Reply.refused``, error kind ``too_many_calls``) and answered with an error result
-    saying the limit, so the model can ask for fewer or answer with what it has, and the
-    run's exits still end a model that keeps asking. While the per-run limit is on, the
-    calls let through are counted in ``state.tool_calls``.
-    """
-    c = state.config
-    asked = len(reply.tool_uses) - len(reply.refused or ())
+def limit_calls(state: RunState, step: Step) -> None:
+    """Apply ``max_tool_calls_per_reply`` and ``max_tool_calls_per_run`` to a new reply: past
+    either, every call is refused (``too_many_calls``, in ``step.refused``). While the per-run
+    limit is on, the calls let through are counted in ``state.tool_calls``."""
+    c, uses, refused = state.config, step.reply.tool_uses, step.refused or {}
+    asked = len(uses) - len(refused)
     if c.max_tool_calls_per_reply is not None and asked > c.max_tool_calls_per_reply:
         why = (f"this reply asked for {asked} tool calls and at most "
                f"{c.max_tool_calls_per_reply} may run per reply, so none of them ran; ask "
@@ -185,15 +223,18 @@ def limit_calls(state: RunState, reply: Reply) -> None:
         if c.max_tool_calls_per_run is not None:
             state.tool_calls += asked
         return
-    reply.refused = {**(reply.refused or {}), **{
-        b["id"]: {"error_kind": "too_many_calls", "problem": why}
-        for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)}}
+    step.refused = {**refused, **{b["id"]: {"error_kind": "too_many_calls", "problem": why}
+                                  for b in uses if b["id"] not in refused}}
 
 
 def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
     """Add the reported usage of failed model attempts to the run's totals; emit each retry."""
     if failed:
-        state.add_usage(failed_usage(failed))
+        total = Usage()
+        for record in failed:
+            if record.get("usage"):
+                total = total + Usage.from_dict(record["usage"])
+        state.add_usage(total)
         for record in failed:
             state.emit("model_retry", step=state.model_calls + 1, **record)
 
@@ -201,49 +242,30 @@ def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> Non
 # ---------------------------------------------------------------- the tools
 
 
-def after_tools(state: RunState, calls: list[Block],
-                settled: dict[str, ToolExecution] | None = None) -> Stop | None:
-    """Run the last reply's ``calls``, record every result in one user message, check.
-
-    The one after-tools path of the loop, of resume and of a run carried on after a hung
-    call. Calls whose result is already on the step (run at a pause) or in ``settled``
-    (decided without running now: a rejection, an outcome recorded before a crash, a
-    timeout) are not run, nor are calls refused where the reply entered the loop
-    (:func:`refusals`); the rest run concurrently (:func:`run_calls`). All results go
-    into one user message in request order, the new ones are counted (usage of models
-    inside tools, the no-progress window, ``tool_execution`` events) and recorded, then the
-    :data:`~primer.loop.checks.AFTER_TOOLS` checks run; returns the first that fires. A
-    reply without calls (``pause_turn``) adds nothing. (The async loop runs the calls its
-    own way and records them through the same :func:`calls_to_run` and :func:`add_results`.)
-    """
-    if not calls:
-        return None
-    todo = calls_to_run(state, calls, settled)
-    return add_results(state, calls, run_calls(state, todo, reply_calls=calls, settled=settled),
-                       settled)
-
-
-def calls_to_run(state: RunState, calls: list[Block],
-                 settled: dict[str, ToolExecution] | None = None) -> list[Block]:
-    """The calls of ``calls`` that still need to run: those with no result on the last step
-    (run at a pause), none in ``settled`` and not refused where the reply entered the loop
-    (``calls`` itself in the common case)."""
+def calls_to_run(state: RunState, calls: list[ToolUseBlock],
+                 settled: dict[str, ToolExecution] | None = None) -> list[ToolUseBlock]:
+    """The calls of ``calls`` still to run: not refused, with no result on the last step (run
+    at a pause) and none in ``settled`` (decided without running now: a rejection, an
+    outcome recorded before a crash)."""
     step = state.steps[-1]
-    if not step.executions and not settled and not step.reply.refused:
+    if not step.executions and not settled and not step.refused:
         return calls
     known = {e.tool_use_id for e in step.executions} | set(settled or ()) \
-        | set(step.reply.refused or ())
+        | set(step.refused or ())
     return [b for b in calls if b["id"] not in known]
 
 
-def add_results(state: RunState, calls: list[Block], ran: list[ToolExecution],
+def add_results(state: RunState, calls: list[ToolUseBlock], ran: list[ToolExecution],
                 settled: dict[str, ToolExecution] | None = None) -> Stop | None:
     """Record the results of a reply's ``calls``: those that just ``ran`` (the calls of
-    :func:`calls_to_run`, in order), those in ``settled`` and those already on the step, in
-    request order in one user message; count the new ones; then the
-    :data:`~primer.loop.checks.AFTER_TOOLS` checks (the first that fires, or ``None``)."""
+    :func:`calls_to_run`, in order), those in ``settled``, the refused ones and those
+    already on the step, in request order in one user message; count the new ones; then the
+    :data:`~primer.loop.checks.AFTER_TOOLS` checks (the first that fires, or ``None``).
+    A reply without calls (``pause_turn``) adds nothing."""
+    if not calls:
+        return None
     step = state.steps[-1]
-    if not step.executions and not settled and not step.reply.refused:  # the common case
+    if not step.executions and not settled and not step.refused:  # the common case
         executions = new = ran  # (every call ran now)
     else:
         earlier = {e.tool_use_id: e for e in step.executions}
@@ -253,184 +275,69 @@ def add_results(state: RunState, calls: list[Block], ran: list[ToolExecution],
         new = [e for e in executions if e.tool_use_id not in earlier]
     step.executions = executions
     account_executions(state, new)
-    state.append(user_message(list(map(ToolExecution.result_block, executions))))
-    if state.recorder is not None:
-        state.recorder.results_added(state)
+    state.append(user_message([e.result_block() for e in executions]))
+    if state.inputs.recorder is not None:
+        state.inputs.recorder.results_added(state)
     return first_stop(AFTER_TOOLS, state)
 
 
-def run_calls(state: RunState, calls: list[Block], *, reply_calls: list[Block] | None = None,
-              settled: dict[str, ToolExecution] | None = None,
+def run_calls(state: RunState, calls: list[ToolUseBlock],
               record_all: bool = False) -> list[ToolExecution]:
-    """Run ``calls`` through :func:`run_call`; results in request order.
-
-    Several calls run concurrently on a pool sized to them (under ``max_parallel_tools``).
-    A single call runs in this thread; given ``reply_calls`` (all the reply's calls, with
-    those already ``settled``: what to carry the run on with if the call hangs, see
-    :func:`primer.loop.loop.carry_on`) and on a watched loop thread, a timed call
-    runs inline too. ``record_all`` records every call's result in the journal, not only the
-    side-effecting ones' (a pause does, so a resume never re-runs them).
-    """
+    """Run ``calls`` through :func:`run_call` (the sync driver's :class:`ToolCalls`):
+    several concurrently on a pool sized to them (under ``max_parallel_tools``), one in
+    this thread; results in request order."""
     if len(calls) == 1:
-        if reply_calls is None or not watched():
-            return [run_call(state, calls[0], record_all)]
-        with inline_calls((reply_calls, settled or {})):
-            return [run_call(state, calls[0], record_all)]
-    return execute_tools(state.registry, calls, max_workers=state.config.max_parallel_tools,
+        return [run_call(state, calls[0], record_all)]
+    return execute_tools(state.inputs.registry, calls,
+                         max_workers=state.config.max_parallel_tools,
                          run=lambda b: run_call(state, b, record_all))
 
 
-def run_call(state: RunState, block: Block, record: bool = False) -> ToolExecution:
-    """One call: ``before_tool`` hooks, the runner (timeouts, retries), ``after_tool`` hooks.
+def execute_tools(registry: ToolRegistry, tool_uses: Sequence[ToolUseBlock], *,
+                  max_workers: int = 16,
+                  run: Callable[[ToolUseBlock], ToolExecution] | None = None
+                  ) -> list[ToolExecution]:
+    """Run one reply's ``tool_use`` blocks concurrently; results in request order. Calls of
+    one reply cannot use each other's results, so they share a thread pool (at most
+    ``max_workers``; ``1`` keeps an order): the wall time is about the slowest call, not the
+    sum. One call runs in this thread; a failing call never loses its siblings' results;
+    each sees the caller's ``contextvars``. ``run`` replaces ``registry.run`` (the runner)."""
+    run_one = run or registry.run
+    if len(tool_uses) <= 1:
+        return [run_one(b) for b in tool_uses]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(tool_uses), max_workers)),
+                            thread_name_prefix="tool") as pool:
+        contexts = [contextvars.copy_context() for _ in tool_uses]  # the caller's, in each
+        return list(pool.map(lambda b, ctx: ctx.run(run_one, b), tool_uses, contexts))
 
-    With a recorder, a side-effecting call is recorded as started (with its idempotency key)
-    before it runs and done after; ``record`` records the result of any call. A call that
-    has not started when the run's cancel signal is set does not run: it gets a ``not_run``
-    result (:func:`cancelled_call`).
-    """
-    assert state.runner is not None
-    if state.cancel is not None and state.cancel.is_set():
+
+def run_call(state: RunState, block: ToolUseBlock, record: bool = False) -> ToolExecution:
+    """One call through the run's ``runner``; with a recorder, a side-effecting call is
+    recorded as started (with its idempotency key) before it runs and done after
+    (``record``: any call). A call that has not started when the run's cancel signal is set
+    does not run: it gets a ``not_run`` result (:func:`cancelled_call`)."""
+    inputs = state.inputs
+    if inputs.cancel is not None and inputs.cancel.is_set():
         return cancelled_call(state, block)
-    if not state.hooks and state.recorder is None:
-        return state.runner(block)  # nothing to wrap the call in
-    call, refused, durable = start_call(state, block)
-    if refused is not None:
-        return refused
-    return finish_call(state, call, state.runner(call), record or durable)
+    if inputs.recorder is None:
+        return inputs.runner(block)
+    durable = start_call(state, block)
+    return finish_call(state, inputs.runner(block), record or durable)
 
 
-def start_call(state: RunState, block: Block) -> tuple[Block, ToolExecution | None, bool]:
-    """The start of :func:`run_call` (and of the async loop's call): the ``before_tool``
-    hooks, then, for a side-effecting call with a recorder, its ``started`` record.
-
-    Returns ``(the call as the hooks left it, the result of a hook that refused it or None,
-    whether its result must be recorded)``.
-    """
-    call = block
-    if state.hooks:
-        call, refused = before_tool_hooks(state.hooks, block, state.registry)
-        if refused is not None:
-            return call, refused, False
-    tool = state.registry.get(call.get("name"))
-    side_effect = tool is not None and tool.side_effecting and state.recorder is not None
-    if side_effect:
-        state.recorder.call_started(state, call)  # type: ignore[union-attr]
-    return call, None, side_effect
+def start_call(state: RunState, block: ToolUseBlock) -> bool:
+    """Before a call runs (both drivers): record a side-effecting call as started. Returns
+    whether its result must be recorded."""
+    tool = state.inputs.registry.get(block.get("name"))
+    recorder = state.inputs.recorder
+    if recorder is None or tool is None or not tool.side_effecting:
+        return False
+    recorder.call_started(state, block)
+    return True
 
 
-def cancelled_call(state: RunState, block: Block) -> ToolExecution:
-    """The ``not_run`` result of a call that had not started when the run was cancelled."""
-    return not_run(block, Stop(StopCause.CANCELLED, "the cancel signal was set before this "
-                                                    "call started"))
-
-
-def finish_call(state: RunState, call: Block, execution: ToolExecution,
-                record: bool) -> ToolExecution:
-    """The end of :func:`run_call`: ``after_tool`` hooks, then (``record``) the result made
-    durable. Also how a call answered by the watchdog ends."""
-    if state.hooks:
-        execution = after_tool_hooks(state.hooks, call, execution)
-    if record and state.recorder is not None:
-        state.recorder.call_done(state, execution)
+def finish_call(state: RunState, execution: ToolExecution, record: bool) -> ToolExecution:
+    """After a call ran (both drivers): with ``record``, its result made durable."""
+    if record and state.inputs.recorder is not None:
+        state.inputs.recorder.call_done(state, execution)
     return execution
-
-
-def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
-    """Count calls that just ran: usage of models inside them, the error window, and one
-    ``tool_execution`` event each for the trace (exactly once per call that ran). A call
-    that did not run (``not_run``: the run was cancelled before it started) is no evidence
-    of progress or of its lack: it stays out of the error window."""
-    index = state.steps[-1].index
-    for e in executions:
-        if e.usage is not None:  # models that ran inside the tool (a sub-agent)
-            state.add_usage(e.usage, e.cost_usd)
-        if e.error_kind != "not_run":
-            state.recent_errors.append(e.is_error)
-        if state.on_event is not None:  # (a dict: unpacking one into keywords costs more)
-            state.on_event("tool_execution", {"step": index, **e.to_dict()})
-
-
-# ---------------------------------------------------------------- pausing and finishing
-
-
-def pause(state: RunState, stop: Stop) -> AgentResult:
-    """The approval gate fired on the last reply: record the pause, run its calls that need
-    no approval (once; their results are kept for the resumed run), finish.
-
-    Without a recorder nothing in the reply runs: every call stays pending. Calls refused
-    where the reply entered the loop get their error results either way (they never run).
-    """
-    return finish_pause(state, stop, run_calls(state, start_pause(state), record_all=True))
-
-
-def start_pause(state: RunState) -> list[Block]:
-    """Record the pause on the last reply (with a recorder) and return its calls that need
-    no approval and were not refused, to run now; ``[]`` without a recorder (nothing in the
-    reply runs)."""
-    if state.recorder is None:
-        return []
-    reply = state.last_reply
-    state.recorder.paused(state, reply.tool_uses)
-    return [b for b in reply.tool_uses if not (reply.refused and b["id"] in reply.refused)
-            and not call_needs_approval(state.registry, b, reply.refused)]
-
-
-def finish_pause(state: RunState, stop: Stop, ran: list[ToolExecution]) -> AgentResult:
-    """The end of a pause: the error results of the reply's refused calls (they never run,
-    so nothing waits for them) and the calls that ``ran`` (of :func:`start_pause`) join the
-    step and are counted, then the run finishes, its other calls pending."""
-    answered = list(refusals(state, state.last_reply.tool_uses).values()) + ran
-    if answered:
-        state.steps[-1].executions.extend(answered)
-        account_executions(state, answered)
-    return finish(state, stop, state.last_reply)
-
-
-def refusals(state: RunState, calls: list[Block]) -> dict[str, ToolExecution]:
-    """The error results of the ``calls`` the last reply's ``refused`` names (broken input,
-    too many calls: see :func:`~primer.loop.replies.accept_reply` and
-    :func:`limit_calls`), by ``tool_use`` id. They never run."""
-    refused = state.steps[-1].reply.refused
-    if not refused:
-        return {}
-    return {b["id"]: state.registry.refuse(b, refused[b["id"]]) for b in calls
-            if b["id"] in refused}
-
-
-def finish(state: RunState, stop: Stop, reply: Reply | None = None,
-           pending: list[Block] | None = None) -> AgentResult:
-    """End the run with ``stop``: answer the reply's unrun calls, summarise, record, report.
-
-    On a pause the calls without a result stay unanswered (``pending``, unless given); on any
-    other stop each call of ``reply`` gets a ``not_run`` result, so every ``tool_use`` in the
-    messages has its ``tool_result``. ``final_text`` is the reply's text only on ``end_turn``.
-    """
-    if reply is not None and reply.tool_uses:
-        if stop.cause is StopCause.AWAITING_APPROVAL:
-            answered = {e.tool_use_id for e in state.steps[-1].executions}
-            if pending is None:
-                pending = [b for b in reply.tool_uses if b["id"] not in answered]
-        else:
-            unrun = [not_run(b, stop) for b in reply.tool_uses]
-            state.steps[-1].executions.extend(unrun)
-            state.append(user_message([e.result_block() for e in unrun]))
-    final = reply.text if stop.cause is StopCause.END_TURN and reply is not None else None
-    summary = summarize(state.steps, stop)
-    path = (state.recorder.stopped(state, stop, summary, final)
-            if state.recorder is not None else None)
-    result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
-                         state.messages, summary, stop.detail, pending or [], path,
-                         state.output)
-    state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=summary,
-               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
-    return result
-
-
-def not_run(block: Block, stop: Stop) -> ToolExecution:
-    """The error result for a call the run stopped before running (error_kind "not_run")."""
-    if stop.cause is StopCause.HANDOFF and block.get("name") == HANDOFF_TOOL_NAME:
-        text = "Handed off to a person; the run has ended."
-    else:
-        text = f"Not run: the run stopped ({stop.cause.value}: {stop.detail})."
-    return ToolExecution(str(block.get("id")), str(block.get("name")), block.get("input"),
-                         text, True, "not_run")

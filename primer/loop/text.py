@@ -1,42 +1,21 @@
-"""Bounded input: the one reader for every file the project opens, and the limits on JSON.
+"""JSON the loop can trust: the limits on JSON, and text that describes any value.
 
-Files come from people and from disks that crash; JSON comes from files and from models.
-Either can be hostile. Three functions hold every limit, so no reader grows its own:
-
-* :func:`read_bounded` reads a file only when it is a *regular* file of at most
-  :data:`MAX_FILE_BYTES` bytes. A directory, a FIFO (which would block the reader forever),
-  a device such as ``/dev/zero`` (which never ends) or a socket is refused, also behind a
-  symbolic link, before a byte is read; a file that grows past the limit while it is read is
-  refused too. :func:`check_writable` holds the same rule for a file about to be written
-  or an SQLite database about to be opened: a regular file or nothing.
-* :func:`parse_json` parses JSON text with the limits below: nesting at most
-  :data:`MAX_DEPTH` arrays and objects deep, integers of at most :data:`MAX_INT_DIGITS`
-  digits, no ``NaN`` or ``Infinity`` (not JSON), no number too large for a float (``1e400``).
-  Python's own parser would raise ``RecursionError`` for deep nesting and an unlabelled
-  ``ValueError`` past 4,300 digits; here every refusal is one :class:`JSONRefused` naming
-  the limit and, when known, the position.
-* :func:`json_problem` checks a value already in memory (a model's tool input, a reply's
-  content) against the same limits, plus what JSON can carry at all: dicts with string
-  keys, lists, strings, finite numbers, booleans and ``None``, and (``text=True``) strings
-  that are valid Unicode (no lone surrogate such as ``"\\ud800"``, which UTF-8 cannot
-  encode). It walks without recursion, so a value nested 100,000 deep is described, not
-  crashed on.
-
-The limits are generous for anything a run records (a journal line nests about 10 levels
-above a tool input) and far below what breaks the interpreter.
+JSON comes from models and from files, and either can be hostile; the limits live here so no
+reader grows its own. :func:`parse_json` (text) and :func:`json_problem` (a value in memory,
+e.g. a tool input) apply the same limits, :data:`MAX_DEPTH` and :data:`MAX_INT_DIGITS`, and
+every refusal names the limit and where (Python's own parser would raise ``RecursionError`` or
+an unlabelled ``ValueError``). The limits are generous for anything a run records (a journal
+line nests about 10 levels above a tool input) and far below what breaks the interpreter.
+:func:`safe_repr`, :func:`safe_str`, :func:`one_line` and :func:`compact_json` turn any
+value into text that can be shown, and never raise. Reading files within limits:
+:mod:`primer.harness.files`; the JSON text messages are sent as: :mod:`primer.loop.messages`.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import stat
-from pathlib import Path
 from typing import Any
 
-#: The largest file any reader of the project opens (bytes): a run's record, not a dump.
-MAX_FILE_BYTES = 64 * 1024 * 1024
 #: The deepest nesting of arrays and objects a JSON document or value may have.
 MAX_DEPTH = 100
 #: The most digits an integer in JSON may have (Python refuses to parse past 4,300).
@@ -48,144 +27,13 @@ MAX_INPUT_DEPTH = 64
 _BIG = 10**MAX_INT_DIGITS
 
 
-class UnreadableFile(ValueError):
-    """A file :func:`read_bounded` will not read; ``reason`` says why in a few words.
-
-    ``missing`` is true when nothing exists at ``path`` (callers add their own advice).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], reason: str, *,
-                 missing: bool = False) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = Path(path)
-        self.reason = reason
-        self.missing = missing
-
-
 class JSONRefused(ValueError):
-    """JSON text or a value outside the limits of this module (or not JSON at all).
-
-    ``reason`` is the problem in a few words, with the position in the text when known
-    (``line 3 column 7``), or the path in the value (``at 'items/0'``).
-    """
+    """JSON text or a value outside this module's limits (or not JSON at all). ``reason``: the
+    problem in a few words, with where when known (``line 3 column 7``, ``at 'items/0'``)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-# ---------------------------------------------------------------- files
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
-def read_bounded(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the regular file at ``path``, at most ``limit`` bytes of them.
-
-    A symbolic link to a regular file is followed. The file is opened non-blocking (so even
-    a FIFO swapped in after the check cannot block) and checked again once open.
-    Raises :class:`UnreadableFile` for a missing path (``missing``), anything that is not a
-    regular file, a file larger than ``limit`` (before reading it), and an ``OSError``
-    while opening or reading (its message in ``reason``).
-    """
-    fd = _open_regular(path, limit)
-    try:
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise UnreadableFile(path, f"grew past the {limit:,} bytes a file may have "
-                                           f"here while it was read")
-        return b"".join(chunks)
-    except OSError as e:
-        raise UnreadableFile(path, f"cannot be read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-
-
-def read_text(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -> str:
-    """The UTF-8 text of the regular file at ``path`` (:func:`read_bounded`, then
-    :func:`decode_utf8`). Raises :class:`UnreadableFile`, whose ``reason`` also covers text
-    that is not UTF-8."""
-    data = read_bounded(path, limit=limit)
-    try:
-        return decode_utf8(data)
-    except JSONRefused as e:
-        raise UnreadableFile(path, e.reason) from None
-
-
-def open_bounded(path: str | os.PathLike[str], *,
-                 limit: int = MAX_FILE_BYTES) -> io.BufferedReader:
-    """The regular file at ``path`` opened for reading in binary (for a reader that goes
-    line by line), after the checks of :func:`read_bounded`; the same errors."""
-    return os.fdopen(_open_regular(path, limit), "rb")
-
-
-def _open_regular(path: str | os.PathLike[str], limit: int) -> int:
-    """A read descriptor of the regular file at ``path`` of at most ``limit`` bytes."""
-    p = os.fspath(path)
-    try:
-        info = os.stat(p)
-    except FileNotFoundError:
-        raise UnreadableFile(path, "no such file", missing=True) from None
-    except OSError as e:
-        raise UnreadableFile(path, f"cannot be read ({e.strerror or e})") from None
-    linked = " (behind a symbolic link)" if os.path.islink(p) else ""
-    if not stat.S_ISREG(info.st_mode):
-        raise UnreadableFile(path, f"is {_kind(info.st_mode)}{linked}, not a regular file; "
-                                   f"only regular files are read")
-    if info.st_size > limit:
-        raise UnreadableFile(path, f"is {info.st_size:,} bytes, more than the {limit:,} bytes "
-                                   f"a file may have here")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
-        | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(p, flags)
-    except OSError as e:
-        raise UnreadableFile(path, f"cannot be opened ({e.strerror or e})") from None
-    opened = os.fstat(fd)
-    if not stat.S_ISREG(opened.st_mode):  # swapped between the check and the open
-        os.close(fd)
-        raise UnreadableFile(path, f"is {_kind(opened.st_mode)}, not a regular file")
-    return fd
-
-
-def check_writable(path: str | os.PathLike[str]) -> None:
-    """Refuse ``path`` as a file to write (or an SQLite database to open) unless it is a
-    regular file or nothing at all, so a write can neither block nor land elsewhere.
-
-    Raises :class:`UnreadableFile` when ``path`` is a directory, a FIFO (opening one for
-    writing blocks until a reader comes), a device or a socket, also behind a symbolic link,
-    and when it is a symbolic link to nothing (writing would create the link's target).
-    """
-    p = os.fspath(path)
-    try:
-        info = os.stat(p)
-    except FileNotFoundError:
-        if os.path.islink(p):
-            raise UnreadableFile(path, f"is a symbolic link to {os.readlink(p)}, which does "
-                                       f"not exist; give the file itself") from None
-        return
-    except OSError as e:
-        raise UnreadableFile(path, f"cannot be used ({e.strerror or e})") from None
-    if not stat.S_ISREG(info.st_mode):
-        linked = " (behind a symbolic link)" if os.path.islink(p) else ""
-        raise UnreadableFile(path, f"is {_kind(info.st_mode)}{linked}, not a regular file; "
-                                   f"only a regular file (or a new one) is used here")
 
 
 def decode_utf8(data: bytes) -> str:
@@ -227,13 +75,10 @@ _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_
 
 
 def parse_json(text: str | bytes) -> Any:
-    """Parse JSON ``text`` (bytes must be UTF-8) within this module's limits.
-
-    Raises :class:`JSONRefused`: for invalid JSON (the parser's own message and position),
-    nesting deeper than :data:`MAX_DEPTH`, an integer of more than :data:`MAX_INT_DIGITS`
-    digits, ``NaN``/``Infinity`` or a number beyond a float's range, and text that is not
-    UTF-8.
-    """
+    """Parse JSON ``text`` (bytes must be UTF-8) within this module's limits. Raises
+    :class:`JSONRefused` for invalid JSON (the parser's message and position), nesting deeper
+    than :data:`MAX_DEPTH`, an integer of over :data:`MAX_INT_DIGITS` digits,
+    ``NaN``/``Infinity``, a number beyond a float's range (``1e400``) and bytes not UTF-8."""
     if isinstance(text, (bytes, bytearray)):
         text = decode_utf8(bytes(text))
     try:
@@ -283,13 +128,11 @@ def _scalar_problem(value: Any, text: bool) -> str | None:
 
 def json_problem(value: Any, *, text: bool = False, max_depth: int = MAX_DEPTH) -> str | None:
     """Why ``value`` is not a JSON value within the limits, or ``None`` when it is.
-
-    JSON values are dicts with ``str`` keys, lists (and tuples, sent as arrays), ``str``,
-    ``int`` of at most :data:`MAX_INT_DIGITS` digits, finite ``float``, ``bool`` and
-    ``None``, nested at most ``max_depth`` deep. With ``text`` every string (keys too) must
-    also be valid Unicode (no lone surrogate). The answer names the first problem and where
-    it is (``at 'items/0/name'``). Iterative: any depth is safe to check.
-    """
+    JSON values: dicts with ``str`` keys, lists and tuples, ``str``, ``int`` of at most
+    :data:`MAX_INT_DIGITS` digits, finite ``float``, ``bool`` and ``None``, nested at most
+    ``max_depth`` deep; with ``text``, strings (keys too) must be valid Unicode (no lone
+    surrogate). Names the first problem and where (``at 'items/0/name'``). Iterative: any
+    depth is safe to check."""
     t = type(value)
     if t is dict:  # the common case, a flat object of plain values: no walk
         for k, v in value.items():
@@ -336,19 +179,6 @@ def json_problem(value: Any, *, text: bool = False, max_depth: int = MAX_DEPTH) 
     return None
 
 
-def valid_text(text: str) -> str:
-    """``text`` as valid Unicode: a surrogate pair written as two characters is joined into
-    the one character it stands for, and each lone surrogate becomes U+FFFD (the replacement
-    character). UTF-8, and so any request to a model, cannot carry a lone surrogate."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
 def safe_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters; never raises."""
     try:
@@ -376,3 +206,11 @@ def one_line(value: Any, limit: int) -> str:
     characters and ending with "…" when cut: for tables and messages a person reads."""
     text = " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as one line of JSON for messages and tables (its ``repr`` if not JSON)."""
+    try:
+        return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,45 +1,27 @@
 """Tools: definitions the model reads, functions the harness runs, errors as results.
 
-A tool is a name, a description, a JSON Schema for its input (``input_schema``) and a Python
-function the model never sees. The model picks a tool by reading its description, so the
-description is part of the prompt: it should say *when* to use the tool.
-
-:class:`ToolRegistry` maps names to tools. It renders the definitions sent to the model and
-it is the allow-list: a name that is not registered never runs, whatever the model writes.
-
-Every failure becomes a ``tool_result`` with ``is_error: true`` that says what was wrong and
-how to fix the call, never an exception that ends the run:
-
-* an unknown tool name (the error lists the real tools),
-* input that is not a JSON object or fails the schema (the error names the field and shows
-  the ``input_schema``), checked with ``jsonschema`` and never coerced
-  (:mod:`primer.loop.schema`, which also builds a schema from type hints),
-* the function raising (:class:`ToolError` for messages written for the model; any other
-  exception is reported with its type and message).
-
-:func:`execute_tools` runs the calls of one reply concurrently and returns their results in
-the order the model asked for them.
+A tool is a name, a description, an ``input_schema`` (JSON Schema) and a Python function the
+model never sees. The model picks a tool by its description, so the description is part of
+the prompt: it should say *when* to use the tool. :class:`ToolRegistry` is the allow-list: an
+unregistered name never runs, whatever the model writes. Every failure (an unknown name, input
+that fails the schema, a raising function) becomes a ``tool_result`` with ``is_error: true``
+saying how to fix the call, never an exception that ends the run.
 """
 
 from __future__ import annotations
 
-import contextvars
 import difflib
 import inspect
-import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import CoroutineType
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
-from .coroutines import is_async_callable, run_to_completion
-from .jsontext import compact_json
-from .messages import Block, tool_result_block
-from .model import Usage
+from .messages import ToolResultBlock, ToolUseBlock, result_text, tool_result_block, valid_text
+from .model import Usage, is_async_callable, run_to_completion
 from .schema import (
     IDEMPOTENCY_PARAM,
     SchemaCheck,
@@ -47,44 +29,46 @@ from .schema import (
     parse_docstring,
     schema_from_signature,
 )
-from .text import safe_repr, safe_str, valid_text
+from .text import compact_json, safe_repr, safe_str
+
+#: Why a call's result is an error (``None`` on success); see :class:`ToolExecution`.
+ErrorKind = Literal["unknown_tool", "invalid_input", "tool_error", "exception", "bad_result",
+                    "timeout", "too_many_calls", "not_run", "refused", "rate_limited",
+                    "transient", "gave_up", "rejected", "unknown_outcome", "blocked",
+                    "hook_error"]
+ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
+#: A tool's definition as the model reads it: ``{"name", "description", "input_schema"}``.
+ToolDefinition = dict[str, Any]
+#: What the harness decided about a call before running it: ``{"error_kind", "problem"}``.
+Refusal = dict[str, str]
+#: A predicate on a call's input: does this call need a person's approval?
+ApprovalRule = Callable[[dict[str, Any]], bool]
 
 
 def idempotency_key(tool_use_id: str) -> str:
-    """The idempotency key of a call: derived from its ``tool_use`` id, so every retry or
-    resume of the same call carries the same key and a side effect can be deduplicated."""
+    """A call's idempotency key, from its ``tool_use`` id: the same on every retry and resume,
+    so a side effect can be deduplicated."""
     return f"idem-{tool_use_id}"
 
 
 class ToolError(Exception):
-    """Raise inside a tool to send the model a readable error (``is_error: true``).
-
-    The message is the whole observation the model gets, so write it for the model: say
-    what was wrong and what a correct call looks like, e.g. ``"as_of must be YYYY-MM-DD"``.
-    """
+    """Raise inside a tool to send the model a readable error (``is_error: true``): say what
+    was wrong and what a correct call looks like, e.g. ``"as_of must be YYYY-MM-DD"``."""
 
 
 @dataclass
 class Tool:
     """A tool: what the model sees (``name``, ``description``, ``input_schema``) and ``fn``.
 
-    ``fn`` is called with the validated input as keyword arguments and may return a string,
-    a JSON-serialisable value (sent as JSON text), ``None`` or UTF-8 ``bytes``.
-
-    ``fn`` may be an ``async def`` function (:attr:`is_async`): the async loop awaits it on
-    its event loop; the sync loop runs its coroutine to completion.
-
-    ``side_effecting`` marks a tool that changes the world (a refund, an email); such calls
-    are not retried blindly. ``needs_approval`` makes the harness pause for a person before
-    it runs: ``True`` for every call, or a predicate ``(input) -> bool`` deciding per call
-    (say, refunds over 100 USD); see :meth:`requires_approval`. ``timeout_s`` (seconds)
-    overrides the run's default tool timeout. A tool that holds the GIL in C code (a
-    backtracking regular expression, a huge integer power) or an ``async def`` tool that
-    blocks the event loop (``time.sleep``, a loop with no ``await``) cannot be interrupted
-    in-process: wrap it with :func:`~primer.harness.timeouts.in_subprocess`.
-
-    Raises ``jsonschema.SchemaError`` at construction when ``input_schema`` is not a valid
-    JSON Schema, and ``ValueError`` for a bad name, ``timeout_s`` or ``needs_approval``.
+    ``fn`` gets the validated input as keyword arguments and returns a string, a JSON value
+    (sent as JSON text), ``None`` or UTF-8 ``bytes``; it may be ``async def``.
+    ``side_effecting``: it changes the world (a refund), so its calls are not retried blindly.
+    ``needs_approval``: ``True``, or a predicate on the input (:meth:`requires_approval`),
+    pauses the loop for a person first. ``timeout_s`` (seconds) overrides the harness's time
+    limit; a tool holding the GIL in C code cannot be interrupted in-process (use
+    :func:`primer.harness.timeouts.in_subprocess`). Raises ``jsonschema.SchemaError`` for an
+    invalid ``input_schema``; ``ValueError`` for a bad name, ``timeout_s``,
+    ``side_effecting`` or ``needs_approval``.
     """
 
     name: str
@@ -92,7 +76,7 @@ class Tool:
     input_schema: dict[str, Any]
     fn: Callable[..., Any]
     side_effecting: bool = False
-    needs_approval: bool | Callable[[dict[str, Any]], bool] = False
+    needs_approval: bool | ApprovalRule = False
     timeout_s: float | None = None
     _check: SchemaCheck = field(init=False, repr=False, compare=False)
     _takes_key: bool = field(init=False, repr=False, compare=False)
@@ -114,46 +98,36 @@ class Tool:
                              f"{self.side_effecting!r}")
         self._check = SchemaCheck(self.input_schema)
         try:
-            params = inspect.signature(self.fn).parameters
+            params: Any = inspect.signature(self.fn).parameters
         except (TypeError, ValueError):
             params = {}
         self._takes_key = IDEMPOTENCY_PARAM in params
         self._is_async = is_async_callable(self.fn)
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> ToolDefinition:
         """The definition sent to the model: ``{"name", "description", "input_schema"}``."""
         return {"name": self.name, "description": self.description,
                 "input_schema": self.input_schema}
 
-    def requires_approval(self, args: Any) -> bool:
-        """Whether a call with input ``args`` must wait for a person's approval.
-
-        ``needs_approval`` as a bool answers for every call. A predicate is asked only for
-        input the tool would run (input that fails the schema never runs, so there is
-        nothing to approve), and fails closed: a predicate that raises or returns anything
-        but a bool means the call needs approval. It must be a pure function of the input:
-        the loop, a pause and a resume each ask it.
-        """
+    def requires_approval(self, args: object) -> bool:
+        """Whether a call with input ``args`` must wait for a person's approval. A predicate
+        is asked only for input that passes the schema and fails closed (raising or returning
+        a non-bool means yes); it must be pure: the loop, a pause and a resume each ask it."""
         gate = self.needs_approval
         if gate is True or gate is False:
             return gate
         if self.input_errors(args) is not None:
             return False
         try:
-            verdict = gate(args)
+            verdict = gate(cast(dict[str, Any], args))
         except Exception:  # noqa: BLE001 - a failing predicate fails closed
             return True
         return verdict if isinstance(verdict, bool) else True
 
-    def input_errors(self, args: Any) -> str | None:
-        """``None`` when ``args`` is valid input, else a message naming every bad field.
-
-        The message shows the expected ``input_schema`` so the model can fix its next call.
-        Input that is not a JSON object is refused with :func:`object_problem`'s reason (for
-        text: the JSON parser's own message and position); a JSON string that holds an
-        object is refused too: input must be an object, and the harness does not guess.
-        """
-        if type(args) is not dict:  # (the loop's boundary has checked a dict's values)
+    def input_errors(self, args: object) -> str | None:
+        """``None`` for valid ``args``, else a message naming every bad field and showing the
+        ``input_schema``; a non-object (even text holding one) gets :func:`object_problem`'s."""
+        if type(args) is not dict:
             return (f"{self.name}: the input {object_problem(args)}. Send the arguments as a "
                     f"JSON object matching input_schema {compact_json(self.input_schema)}.")
         lines = self._check.problems(args)
@@ -176,20 +150,12 @@ class Tool:
         return self._is_async
 
     def invoke(self, args: dict[str, Any], tool_use_id: str) -> Any:
-        """Call ``fn`` with validated ``args``, adding the idempotency key if ``fn`` takes one.
-
-        A coroutine ``fn`` returns (an ``async def`` tool) is run to completion here
-        (:func:`run_to_completion`), so any caller gets the tool's value.
-        """
-        if self._takes_key:
-            value = self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
-        else:
-            value = self.fn(**args)
+        """``fn(**args)`` plus any idempotency key; a coroutine it returns is run to the end."""
+        value = self.invoke_async(args, tool_use_id)
         return run_to_completion(value) if isinstance(value, CoroutineType) else value
 
     def invoke_async(self, args: dict[str, Any], tool_use_id: str) -> Any:
-        """``fn(**args)`` (plus the idempotency key if it takes one) as it returns: for an
-        ``async def`` tool the coroutine, for the async loop to await."""
+        """``fn(**args)`` plus any idempotency key, as returned (an ``async def`` coroutine)."""
         if self._takes_key:
             return self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
         return self.fn(**args)
@@ -197,21 +163,18 @@ class Tool:
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          description: str | None = None, side_effecting: bool = False,
-         needs_approval: bool | Callable[[dict[str, Any]], bool] = False,
+         needs_approval: bool | ApprovalRule = False,
          timeout_s: float | None = None) -> Any:
     """Build a :class:`Tool` from a typed, documented function (``@tool`` or ``@tool(...)``).
 
-    The ``input_schema`` comes from the type hints through ``pydantic`` (every parameter must
-    have one; parameters with defaults are optional), with ``additionalProperties: false`` so
-    a misspelt argument is an error rather than silently ignored. The description is the
-    docstring's text before an ``Args:`` section; each ``name: text`` line of that section
-    describes one parameter. ``needs_approval`` is ``True`` or a predicate on the input (see
-    :meth:`Tool.requires_approval`). Raises ``TypeError`` for a parameter with no type hint.
+    The ``input_schema`` comes from the type hints (pydantic; a default makes a parameter
+    optional; ``additionalProperties: false``, so a misspelt argument is an error). The
+    description is the docstring before ``Args:``, whose ``name: text`` lines describe the
+    parameters. Raises ``TypeError`` for a parameter with no type hint.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
-        doc = inspect.getdoc(f) or ""
-        summary, arg_docs = parse_docstring(doc)
+        summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
         return Tool(name or f.__name__, description or summary or f.__name__,
                     schema_from_signature(f, arg_docs), f, side_effecting=side_effecting,
                     needs_approval=needs_approval, timeout_s=timeout_s)
@@ -221,14 +184,9 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
 
 @dataclass
 class ToolOutput:
-    """A tool's return value plus the model usage spent making it (e.g. by a sub-agent).
-
-    ``value`` is what the tool returns (text or JSON, as for any tool); ``usage`` the tokens
-    models inside the tool consumed and ``cost_usd`` their dollars; ``is_error`` sends the
-    value as an error result (a child run that stopped short, say) while still counting the
-    usage. The loop adds ``usage`` and ``cost_usd`` to the run's totals, so work done inside
-    a tool counts against the run's budgets.
-    """
+    """A tool's return ``value`` plus what models inside it (a sub-agent) spent: ``usage``
+    (tokens) and ``cost_usd`` (USD), added to the run's totals, so they count against its
+    budgets. ``is_error`` sends the value as an error result, the usage still counted."""
 
     value: Any
     usage: Usage = field(default_factory=Usage)
@@ -240,19 +198,14 @@ class ToolOutput:
 class ToolExecution:
     """What happened to one ``tool_use``: the result sent back and how it was obtained.
 
-    ``content`` is the text of the ``tool_result``; ``is_error`` its flag. ``error_kind`` is
-    ``None`` on success, else one of ``"unknown_tool"``, ``"invalid_input"``,
-    ``"tool_error"`` (a :class:`ToolError`), ``"exception"`` (any other exception),
-    ``"bad_result"`` (a return value that is not text or JSON), ``"timeout"`` (the tool
-    raised ``TimeoutError``), ``"too_many_calls"`` (its reply asked for more calls than
-    ``max_tool_calls_per_reply``) or ``"not_run"`` (the run stopped before running it); with
-    :mod:`primer.harness.runner` also ``"rate_limited"``, ``"transient"`` and
-    ``"gave_up"`` (retries used up); with resume ``"rejected"`` and ``"unknown_outcome"``;
-    with hooks ``"blocked"`` and ``"hook_error"``. ``latency_s``
-    is wall seconds spent in the function. ``attempts`` counts tries; ``attempt_log`` holds
-    one JSON-ready record per try when a retry policy ran the call. ``usage`` and
-    ``cost_usd`` are the tokens and dollars models spent inside the tool (a sub-agent, see
-    :class:`ToolOutput`); ``None`` / 0.0 for an ordinary tool.
+    ``content`` and ``is_error`` make the ``tool_result``. ``error_kind``, ``None`` on success:
+    the core loop gives ``unknown_tool``, ``invalid_input``, ``tool_error`` (a :class:`ToolError`),
+    ``exception``, ``bad_result`` (not text or JSON), ``timeout`` (``TimeoutError``),
+    ``too_many_calls``, ``not_run`` (the run stopped first), ``refused``; the harness's runner
+    adds ``rate_limited``, ``transient``, ``gave_up``; resume ``rejected``, ``unknown_outcome``;
+    hooks ``blocked``, ``hook_error``. ``latency_s``: wall seconds in the function;
+    ``attempts``/``attempt_log``: tries, a record each under a retry policy. ``usage`` and
+    ``cost_usd``: what models inside the tool spent (:class:`ToolOutput`).
     """
 
     tool_use_id: str
@@ -260,7 +213,7 @@ class ToolExecution:
     input: Any
     content: str
     is_error: bool = False
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     latency_s: float = 0.0
     attempts: int = 1
     attempt_log: list[dict[str, Any]] = field(default_factory=list)
@@ -268,13 +221,13 @@ class ToolExecution:
     cost_usd: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.usage is not None and type(self.usage) is dict:  # read back from JSON
-            self.usage = Usage.from_dict(self.usage)
+        usage: object = self.usage
+        if type(usage) is dict:  # read back from JSON
+            self.usage = Usage.from_dict(usage)
 
-    def result_block(self) -> Block:
-        """The ``tool_result`` block answering this call. Its content is always valid text for
-        the Messages API: a lone surrogate (from a tool's return value or an exception's
-        message) becomes U+FFFD, anything but a string its ``str``."""
+    def result_block(self) -> ToolResultBlock:
+        """The ``tool_result`` block answering this call; its content always valid text for
+        the Messages API (a lone surrogate becomes U+FFFD, anything but a string its str)."""
         content = self.content
         if type(content) is not str or not content.isascii():
             content = valid_text(safe_str(content) if type(content) is not str else content)
@@ -291,15 +244,17 @@ class ToolExecution:
         return d
 
 
-class ToolRegistry:
-    """Name → :class:`Tool`: the definitions sent to the model, and the allow-list.
+#: ``invoke(tool, input, tool_use_id)``: how :meth:`ToolRegistry.run` calls a tool.
+Invoke = Callable[[Tool, dict[str, Any], str], Any]
 
-    Raises ``ValueError`` when two tools share a name.
-    """
+
+class ToolRegistry:
+    """Name → :class:`Tool`: the definitions sent to the model, and the allow-list. Raises
+    ``ValueError`` when two tools share a name."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._definitions: list[dict[str, Any]] | None = None
+        self._definitions: list[ToolDefinition] | None = None
         for t in tools:
             self.add(t)
 
@@ -316,7 +271,7 @@ class ToolRegistry:
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: object) -> Tool | None:
         """The tool called ``name``, or ``None``."""
         return self._tools.get(name) if isinstance(name, str) else None
 
@@ -331,13 +286,13 @@ class ToolRegistry:
         """Registered names, in registration order."""
         return list(self._tools)
 
-    def definitions(self) -> list[dict[str, Any]]:
+    def definitions(self) -> list[ToolDefinition]:
         """The tool definitions for the model call (the same list object until a tool is added)."""
         if self._definitions is None:
             self._definitions = [t.definition() for t in self._tools.values()]
         return self._definitions
 
-    def unknown_tool_message(self, name: Any) -> str:
+    def unknown_tool_message(self, name: object) -> str:
         """The error a model gets for a name that is not registered: lists the real tools."""
         known = ", ".join(self._tools) or "(none)"
         hint = ""
@@ -346,9 +301,9 @@ class ToolRegistry:
             hint = f" Did you mean '{close[0]}'?" if close else ""
         return f"Unknown tool {safe_repr(name, 80)}. Available tools: {known}.{hint}"
 
-    def refuse(self, block: Block, refusal: dict[str, str]) -> ToolExecution:
-        """The error result for a call the harness refused before running it
-        (``Reply.refused``: ``{"error_kind", "problem"}``); the call never runs."""
+    def refuse(self, block: ToolUseBlock, refusal: Refusal) -> ToolExecution:
+        """The error result for a call the harness refused before running it (``refusal``,
+        the step's: ``{"error_kind", "problem"}``); the call never runs."""
         call_id, name = str(block.get("id", "")), str(block.get("name"))
         kind, problem = refusal.get("error_kind", "refused"), refusal.get("problem", "")
         t = self.get(name)
@@ -362,17 +317,14 @@ class ToolRegistry:
                     f"JSON object matching input_schema {compact_json(t.input_schema)}.")
         else:
             text = f"{name} did not run: {problem}."
-        return ToolExecution(call_id, name, block.get("input"), text, True, kind)
+        return ToolExecution(call_id, name, block.get("input"), text, True,
+                             cast(ErrorKind, kind if kind in ERROR_KINDS else "refused"))
 
-    def run(self, block: Block,
-            invoke: Callable[[Tool, dict[str, Any], str], Any] | None = None, *,
+    def run(self, block: ToolUseBlock, invoke: Invoke | None = None, *,
             tool: Tool | None = None) -> ToolExecution:
         """Validate and run one ``tool_use`` block; every failure becomes an error result.
-
-        ``invoke(tool, input, tool_use_id)`` calls the tool (default :meth:`Tool.invoke`);
-        :class:`primer.harness.runner.ToolRunner` passes one that adds a timeout.
-        ``tool``, when the caller has already looked the block's name up, is that tool.
-        """
+        ``invoke`` calls the tool (default :meth:`Tool.invoke`; the harness's adds a time
+        limit); ``tool`` is the block's tool when the caller already looked it up."""
         call_id = block.get("id", "")
         if type(call_id) is not str:
             call_id = str(call_id)
@@ -414,13 +366,10 @@ class ToolRegistry:
                              latency, usage=usage, cost_usd=spent)
 
 
-def call_needs_approval(registry: ToolRegistry, block: Block,
-                        refused: dict[str, Any] | None = None) -> bool:
-    """Whether the call ``block`` must wait for a person: its tool requires approval for this
-    input (:meth:`Tool.requires_approval`), and it was not refused where the reply entered
-    the loop (``refused``, the reply's: a refused call never runs, so there is nothing to
-    approve). An unknown tool needs none, nor a call whose input fails the tool's
-    ``input_schema``: neither ever runs (each is answered with its error)."""
+def call_needs_approval(registry: ToolRegistry, block: ToolUseBlock,
+                        refused: dict[str, Refusal] | None = None) -> bool:
+    """Whether ``block`` must wait for a person: its tool requires approval for this input and
+    it was not ``refused`` (the step's). Unknown tools and bad input never run, so need none."""
     t = registry.get(block.get("name"))
     if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
         return False
@@ -429,10 +378,9 @@ def call_needs_approval(registry: ToolRegistry, block: Block,
 
 
 def is_tool_failure(error: BaseException) -> bool:
-    """Whether ``error``, raised by a tool's code, is the tool's failure (answered with an
-    error ``tool_result``) rather than a stop of the whole run: any ``Exception``,
-    ``SystemExit``, ``GeneratorExit`` and ``asyncio.CancelledError`` (a tool's inner cancel
-    scope; the async loop re-raises it when its own task is being cancelled). Only
+    """Whether ``error`` from a tool's code is the tool's failure (an error ``tool_result``),
+    not a stop of the run: any ``Exception``, ``SystemExit``, ``GeneratorExit`` and
+    ``asyncio.CancelledError`` (the async loop re-raises it when its own task is cancelled).
     ``KeyboardInterrupt`` and the harness's own ``BaseException`` signals pass through."""
     if isinstance(error, (Exception, SystemExit, GeneratorExit)):
         return True
@@ -442,59 +390,10 @@ def is_tool_failure(error: BaseException) -> bool:
 
 def timeout_error_message(t: Tool, error: BaseException) -> str:
     """The result for a tool that raised a plain ``TimeoutError`` (its own client timed out).
-
-    For a side-effecting tool the outcome is unknown: the request may have taken effect, so
-    the model is told to check the state before calling again.
-    """
+    For a side-effecting tool the outcome is unknown: the model is told to check first."""
     what = f"{t.name} timed out ({type(error).__name__}: {safe_str(error, 300) or 'no detail'})"
     if t.side_effecting:
         return (f"{what}. Its outcome is unknown: the request may already have taken effect. "
                 f"It changes state, so it was not retried: check the current state (look the "
                 f"result up) before calling {t.name} again.")
     return f"{what}. It may work if called again."
-
-
-def result_text(value: Any) -> tuple[str, str | None]:
-    """A tool's return value as ``tool_result`` text: ``(text, None)`` or ``("", problem)``.
-
-    Strings pass as they are; ``None`` becomes ``"(no output)"``; UTF-8 ``bytes`` are
-    decoded; other values are sent as JSON text. Bytes that are not UTF-8 and values JSON
-    cannot encode are reported as a problem rather than sent garbled.
-    """
-    if type(value) is str:
-        return valid_text(value), None
-    if value is None:
-        return "(no output)", None
-    if isinstance(value, bytes | bytearray):
-        try:
-            return bytes(value).decode("utf-8"), None
-        except UnicodeDecodeError:
-            return "", (f"returned {len(value)} bytes that are not UTF-8 text; a tool must "
-                        f"return text or JSON")
-    try:
-        return valid_text(json.dumps(value, ensure_ascii=False, allow_nan=False)), None
-    except (TypeError, ValueError, RecursionError) as e:
-        return "", f"returned a {type(value).__name__} that cannot be sent as JSON ({e})"
-
-
-def execute_tools(registry: ToolRegistry, tool_uses: Sequence[Block], *,
-                  max_workers: int = 16,
-                  run: Callable[[Block], ToolExecution] | None = None) -> list[ToolExecution]:
-    """Run one reply's ``tool_use`` blocks concurrently; results in request order.
-
-    Calls in one reply cannot use each other's results, so they run at the same time on a
-    thread pool sized to the number of calls (at most ``max_workers``); the wall time is
-    about the slowest call, not the sum. They may still depend on order or side effects (a
-    create, then an update): a harness that needs an order runs such tools one at a time
-    (``max_workers=1`` runs a turn in request order). A single call runs in the calling thread. One
-    failing call never loses its siblings' results: each call's failure is its own error
-    result. ``run`` replaces ``registry.run`` for one call (used to add timeouts or hooks).
-    Each call sees the caller's ``contextvars`` (the current run, for a sub-agent).
-    """
-    run_one = run or registry.run
-    if len(tool_uses) <= 1:
-        return [run_one(b) for b in tool_uses]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(tool_uses), max_workers)),
-                            thread_name_prefix="tool") as pool:
-        contexts = [contextvars.copy_context() for _ in tool_uses]  # the caller's, in each
-        return list(pool.map(lambda b, ctx: ctx.run(run_one, b), tool_uses, contexts))

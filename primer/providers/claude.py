@@ -48,20 +48,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import anthropic
 
+from primer.harness.retry import retry_after_s
 from primer.harness.streaming import DeltaRelay, DeltaSink
-from primer.loop.messages import Block, Message
-from primer.loop.model import (
-    PermanentModelError,
-    PromptTooLong,
-    Reply,
-    TransientModelError,
-    Usage,
-    retry_after_s,
-)
+from primer.loop.messages import Block, Message, result_text
+from primer.loop.model import PermanentModelError, PromptTooLong, Reply, TransientModelError, Usage
+from primer.loop.tools import ToolError
 
 from .thinking import checked_thinking
 
@@ -243,11 +238,13 @@ class AsyncClaudeLLM(ClaudeLLM):
         self.calls += 1
         kwargs = self.request(system=system, messages=messages, tools=tools,
                               max_tokens=max_tokens)
+        # the client this class builds (_client_class) or is given is an AsyncAnthropic
+        client = cast(anthropic.AsyncAnthropic, self.client)
         try:
             if not self.stream:
-                return reply_from_message(await self.client.messages.create(**kwargs))
+                return reply_from_message(await client.messages.create(**kwargs))
             relay = DeltaRelay(on_delta) if on_delta is not None else None
-            async with self.client.messages.stream(**kwargs) as stream:
+            async with client.messages.stream(**kwargs) as stream:
                 async for event in stream:
                     relay_event(relay, event)
                 message = await stream.get_final_message()
@@ -305,7 +302,7 @@ def reply_from_message(message: Any) -> Reply:
 def block_to_dict(block: Any) -> Block:
     """An SDK content block as the plain dict the API sent (``None`` fields dropped)."""
     if isinstance(block, dict):
-        return block
+        return cast(Block, block)  # already a dict: kept as it is, like the API's
     d = block.model_dump(mode="json", exclude_none=True)
     kind = d.get("type")
     if kind == "tool_use":  # our shape: exactly the four fields the API reads back
@@ -344,16 +341,21 @@ def model_error(e: anthropic.APIError) -> TransientModelError | PermanentModelEr
     status = getattr(e, "status_code", None)
     text = _error_message(e)
     if status == 200:  # an error event in the middle of a stream: its type says which
-        status = _STREAM_ERROR_STATUS.get(_error_type(e), status)
+        error_type = _error_type(e)
+        if error_type is not None:
+            status = _STREAM_ERROR_STATUS.get(error_type, status)
     should = _should_retry_header(e)
     if should == "false" and status != 200:  # the server says: do not try again
         return PermanentModelError(f"the API answered {status} and said not to retry "
                                    f"(x-should-retry: false): {text}")
     if should == "true" or status in (408, 409, 429) or (isinstance(status, int)
                                                          and status >= 500):
-        kind = {429: "rate limited", 529: "overloaded"}.get(status, "server error")
+        kind = {429: "rate limited", 529: "overloaded"}.get(status or 0, "server error")
+        # a status or an x-should-retry header came with an HTTP response, which these two
+        # carry (a connection error, which has none, was answered above)
+        answered = cast(anthropic.APIStatusError | anthropic.APIResponseValidationError, e)
         return TransientModelError(f"the API answered {status} ({kind}): {text}",
-                                   retry_after_s=retry_after_s(e.response.headers),
+                                   retry_after_s=retry_after_s(answered.response.headers),
                                    status=status)
     if status == 400 and _PROMPT_TOO_LONG in text.lower():
         return PromptTooLong(f"the request does not fit the model's context window; the API "
@@ -405,16 +407,16 @@ def sdk_tools(tools: Any) -> list[Any]:
     ``anthropic.lib.tools.ToolError``, which the runner sends as the error result's content
     (any other exception it sends as its ``repr`` and logs with its traceback).
     """
-    return [anthropic.beta_tool(_as_text(t.fn), name=t.name, description=t.description,
+    return [anthropic.beta_tool(as_result_text(t.fn), name=t.name, description=t.description,
                                 input_schema=t.input_schema) for t in tools]
 
 
-def _as_text(fn: Any) -> Any:
+def as_result_text(fn: Any) -> Any:
     """``fn`` returning its result as ``tool_result`` text, as our loop sends it (the SDK
-    takes a string or content blocks; a dict would be sent as a list of its keys)."""
+    takes a string or content blocks; a dict would be sent as a list of its keys), for
+    another framework's tool runner. A :class:`~primer.loop.tools.ToolError` is raised as
+    the SDK's own ``ToolError``; a value that is not text or JSON raises ``ValueError``."""
     from anthropic.lib.tools import ToolError as SDKToolError
-
-    from primer.loop.tools import ToolError, result_text
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> str:

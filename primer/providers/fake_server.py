@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 
 from primer.harness.request_check import messages_problems, request_problems
 from primer.harness.streaming import CUTS, wire_events
-from primer.loop.messages import Message
+from primer.loop.messages import Block, Message
 from primer.loop.model import LLM, Reply, Usage, estimate_tokens
 from primer.loop.text import JSONRefused, parse_json
 
@@ -342,7 +342,7 @@ class FakeModelServer:
                 self._redacted.add(str(block.get("data")))
         return block
 
-    def issued(self, block: dict[str, Any]) -> bool:
+    def issued(self, block: Block) -> bool:
         """Whether a thinking block is exactly as this server sent it (its signature, or a
         redacted block's ``data``, is one it issued)."""
         if block.get("type") == "thinking":

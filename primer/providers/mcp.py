@@ -42,7 +42,7 @@ import shlex
 import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TextIO, TypedDict
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 import anyio
 import jsonschema
@@ -60,6 +60,7 @@ from primer.loop.tools import Tool, ToolError, ToolOutput
 from .event_loop_thread import EventLoopThread
 
 if TYPE_CHECKING:
+    from mcp.client import Transport
     from typing_extensions import Unpack
 
 #: Seconds a call may wait beyond its ``timeout_s`` for the SDK to report its own timeout,
@@ -118,7 +119,8 @@ class MCPConnection:
                  connect_timeout_s: float = 30.0,
                  side_effecting: bool | Collection[str] = (),
                  needs_approval: bool | Collection[str] = (),
-                 stderr_file: IO[str] | None = None) -> None:
+                 stderr_file: TextIO | None = None) -> None:
+        value: object
         for what, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
             if (isinstance(value, bool) or not isinstance(value, int | float)
                     or not 0 < value <= 86_400 * 365):  # Tool's rule, but None is refused
@@ -250,7 +252,7 @@ class MCPConnection:
         requires. A failure after the tools were listed marks the connection lost.
         """
         self._stop = anyio.Event()
-        target = self.target
+        target: Target | Transport = self.target
         if isinstance(target, StdioServerParameters) and self._stderr is not None:
             target = stdio_client(target, errlog=self._stderr)
         try:
@@ -329,7 +331,7 @@ class MCPConnection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
             self._lost = self._lost or _describe(e)
             raise ToolError(self._gone_message(name)) from None
-        text = result_text(result)
+        text = mcp_result_text(result)
         return ToolOutput(text, is_error=True) if result.is_error else text
 
     def server_stderr(self) -> str:
@@ -374,7 +376,7 @@ class _CallFn:
         return f"<MCP tool {self.name} of {self.conn.label}>"
 
 
-def result_text(result: types.CallToolResult) -> str:
+def mcp_result_text(result: types.CallToolResult) -> str:
     """A ``CallToolResult`` as ``tool_result`` text: its text blocks joined by newlines.
 
     The harness sends tool results as text, so a block that is not text is described

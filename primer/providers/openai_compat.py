@@ -35,17 +35,20 @@ Source of the wire format: the OpenAI API reference, "Chat Completions".
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
-from primer.loop.messages import Block, Message, text_block, tool_result_block, tool_use_block
-from primer.loop.model import (
-    PermanentModelError,
-    PromptTooLong,
-    Reply,
-    TransientModelError,
-    Usage,
-    retry_after_s,
+from primer.harness.retry import retry_after_s
+from primer.loop.messages import (
+    Block,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    text_block,
+    tool_result_block,
+    tool_use_block,
+    tool_uses_of,
 )
+from primer.loop.model import PermanentModelError, PromptTooLong, Reply, TransientModelError, Usage
 
 #: finish_reason → our stop_reason.
 FINISH_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
@@ -68,13 +71,15 @@ def to_chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any
             out.append({"role": m["role"], "content": content})
             continue
         blocks = [b for b in content or [] if isinstance(b, dict)]
-        text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        # each block read as the type its "type" names
+        text = "\n".join(cast(TextBlock, b).get("text", "") for b in blocks
+                         if b.get("type") == "text")
         if m["role"] == "assistant":
             calls = [{"id": b["id"], "type": "function",
                       "function": {"name": b["name"],
                                    "arguments": b["input"] if isinstance(b["input"], str)
                                    else json.dumps(b["input"], ensure_ascii=False)}}
-                     for b in blocks if b.get("type") == "tool_use"]
+                     for b in tool_uses_of(blocks)]
             msg: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 msg["tool_calls"] = calls
@@ -82,9 +87,10 @@ def to_chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any
             continue
         for b in blocks:
             if b.get("type") == "tool_result":
-                body = _result_text(b.get("content"))
-                out.append({"role": "tool", "tool_call_id": b["tool_use_id"],
-                            "content": ERROR_PREFIX + body if b.get("is_error") else body})
+                result = cast(ToolResultBlock, b)
+                body = _result_text(result.get("content"))
+                out.append({"role": "tool", "tool_call_id": result["tool_use_id"],
+                            "content": ERROR_PREFIX + body if result.get("is_error") else body})
         if text:
             out.append({"role": "user", "content": text})
     return out
@@ -174,7 +180,7 @@ def from_chat_request(body: dict[str, Any]) -> tuple[str, list[Message], list[di
         elif role == "assistant":
             blocks: list[Block] = [text_block(content)] if content else []
             for call in m.get("tool_calls") or []:
-                fn = call.get("function") or {}
+                fn: Any = call.get("function") or {}  # the request's JSON, as it came
                 blocks.append(tool_use_block(call.get("id"), fn.get("name"),
                                              parse_arguments(fn.get("arguments"))))
             messages.append({"role": "assistant", "content": blocks})

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import LLM
 from primer.loop.result import AgentResult
 from primer.loop.tools import Tool
@@ -55,8 +55,8 @@ class Scenario:
         A checkpoint the run writes records this demo's name, so ``python -m primer resume``
         finds the model and tools again."""
         cfg = replace(config or self.config, **overrides) if overrides else (config or self.config)
-        return run_agent(llm or self.make_llm(), self.task, self.tools(cfg.checkpoint_dir),
-                         system=self.system, config=cfg, trace=trace, scenario=self.name)
+        return run_production(llm or self.make_llm(), self.task, self.tools(cfg.checkpoint_dir),
+                              system=self.system, config=cfg, trace=trace, scenario=self.name)
 
 
 #: name → Scenario, filled by the scenario modules listed in :data:`SCENARIO_MODULES`.

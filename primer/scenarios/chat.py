@@ -37,9 +37,11 @@ def name_model(messages: list[Message]) -> str:
         if name is None:
             return "I don't know: nobody told me your name."
         return f"Your name is {name.group(1)}."
+    if name is None:
+        return "Noted."
     if "my name is" in question:
         return f"Nice to meet you, {name.group(1)}."
-    return f"Noted, {name.group(1)}." if name else "Noted."
+    return f"Noted, {name.group(1)}."
 
 
 def one_shot(model: LLM, turns: Sequence[str]) -> list[Reply]:

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primer.harness.files import read_text
+from primer.harness.production import run_production
 from primer.harness.tracing.conversation import to_conversation
 from primer.harness.tracing.trace import load_trace
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import Message
 from primer.loop.model import ScriptedLLM, tool_reply
-from primer.loop.text import parse_json, read_text
+from primer.loop.text import parse_json
 from primer.loop.tools import Tool, ToolError, tool
 
 from . import burner, orders
@@ -127,7 +128,7 @@ def _interrupted_calculator(expression: str) -> float:
 
 def _run(path: Path, llm: ScriptedLLM, task: str, tools: list[Tool], system: str,
          config: AgentConfig) -> None:
-    run_agent(llm, task, tools, system=system, config=config, trace=path)
+    run_production(llm, task, tools, system=system, config=config, trace=path)
     _zero_timings(path)
 
 
@@ -180,10 +181,10 @@ def _unanswered(path: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         trace = Path(scratch) / "run.jsonl"
         try:
-            run_agent(ScriptedLLM(orders.policy("recover")), orders.TASK,
-                      [orders.get_order, calculator], system=orders.SYSTEM,
-                      config=AgentConfig(max_steps=6, token_budget=3000, tool_timeout_s=None),
-                      trace=trace)
+            run_production(ScriptedLLM(orders.policy("recover")), orders.TASK,
+                           [orders.get_order, calculator], system=orders.SYSTEM,
+                           config=AgentConfig(max_steps=6, token_budget=3000, tool_timeout_s=None),
+                           trace=trace)
         except KeyboardInterrupt:
             pass
         saved = to_conversation(load_trace(trace))

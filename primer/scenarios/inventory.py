@@ -32,12 +32,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock, RateLimited, TransientToolError
 from primer.loop.config import AgentConfig
-from primer.loop.cost import cost_usd
-from primer.loop.loop import run_agent
 from primer.loop.messages import Message
-from primer.loop.model import LLM, Policy, Reply, ScriptedLLM, Usage
+from primer.loop.model import LLM, Policy, Reply, ScriptedLLM, Usage, cost_usd
 from primer.loop.result import AgentResult
 from primer.loop.tools import Tool, ToolError, tool
 
@@ -237,7 +236,7 @@ def _run(name: str, settings: dict[str, Any], policy: Policy, seed: int) -> Guar
     config = story_config(clock, **settings)
     config = replace(config, retry=replace(config.retry, seed=seed))
     llm = PacedLLM(ScriptedLLM(policy, name="support model"), clock)
-    result = run_agent(llm, TASK, [api.tool()], system=SYSTEM, config=config)
+    result = run_production(llm, TASK, [api.tool()], system=SYSTEM, config=config)
     return GuardRun(name, result, clock(), api.calls)
 
 
@@ -292,8 +291,8 @@ def unguarded_projection(days: float = STORY_DAYS,
     course's default prices (``Prices()``: 5 / 25 USD per million input / output tokens).
     """
     clock = ManualClock()
-    run = run_agent(ScriptedLLM(story_policy), TASK, [InventoryAPI().tool()], system=SYSTEM,
-                    config=story_config(clock, max_steps=2))
+    run = run_production(ScriptedLLM(story_policy), TASK, [InventoryAPI().tool()], system=SYSTEM,
+                         config=story_config(clock, max_steps=2))
     per_call = run.steps[1].usage
     prices = AgentConfig().prices
     calls = int(days * 86_400 / seconds_per_call)

@@ -32,7 +32,7 @@ import json
 import math
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from primer.loop.config import AgentConfig
 from primer.loop.messages import Message
@@ -114,7 +114,7 @@ def evaluate(expression: str) -> int | float:
 
 def _walk(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return cast(int | float, node.value)  # its type is int or float (checked)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _walk(node.left), _walk(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:

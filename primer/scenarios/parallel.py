@@ -1,7 +1,7 @@
 """Parallel tool calls, measured: fan out one reply's calls, fan their results back in.
 
 Calls the model asks for in one reply cannot depend on each other, so the harness runs them
-at the same time (:func:`~primer.loop.tools.execute_tools`): the turn then takes about as
+at the same time (:func:`~primer.loop.steps.execute_tools`): the turn then takes about as
 long as its slowest call instead of the sum of all of them. This module makes that visible
 with tools that really wait (``time.sleep`` in ordinary, synchronous functions):
 
@@ -23,8 +23,9 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from primer.loop.messages import Block, tool_use_block
-from primer.loop.tools import Tool, ToolError, ToolExecution, ToolRegistry, execute_tools, tool
+from primer.loop.messages import ToolUseBlock, tool_use_block
+from primer.loop.steps import execute_tools
+from primer.loop.tools import Tool, ToolError, ToolExecution, ToolRegistry, tool
 
 #: The seed the lessons and figures use: its first latencies climb, then the slowest call
 #: arrives early enough that the concurrent time flattens within 1..8 tools.
@@ -77,7 +78,7 @@ def waiting_tool(latencies: Sequence[float], time_scale: float = 1.0,
     return wait
 
 
-def fan_out_calls(n: int) -> list[Block]:
+def fan_out_calls(n: int) -> list[ToolUseBlock]:
     """``n`` ``tool_use`` blocks ``wait(k=0) … wait(k=n−1)`` with ids ``toolu_wait_<k>``."""
     return [tool_use_block(f"toolu_wait_{k}", "wait", {"k": k}) for k in range(n)]
 
@@ -121,7 +122,7 @@ def measure(latencies: Sequence[float], time_scale: float = 1.0,
             max_workers: int = 16) -> tuple[LatencyRun, list[ToolExecution]]:
     """Run ``wait(0) … wait(n−1)`` one after another, then concurrently; time both.
 
-    The concurrent run is :func:`~primer.loop.tools.execute_tools` (the loop's own fan-out,
+    The concurrent run is :func:`~primer.loop.steps.execute_tools` (the loop's own fan-out,
     pool sized to the calls, at most ``max_workers`` threads). Returns the measurement and
     the concurrent run's executions (in request order).
     """

@@ -17,10 +17,11 @@ last two messages, so a policy built on it does no more work per call as the his
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from primer.loop.messages import Message, blocks_of, tool_uses_of
+from primer.loop.messages import Message, ToolResultBlock, blocks_of, tool_uses_of
 from primer.loop.model import Reply, text_reply, tool_reply
 
 Action = dict[str, Any]
@@ -68,9 +69,10 @@ def _pair(assistant: Message, user: Message) -> list[Observation]:
     for block in blocks_of(user.get("content", [])):
         if block.get("type") != "tool_result":
             continue
-        call = calls.get(block.get("tool_use_id"), {})
+        result = cast(ToolResultBlock, block)  # its type is tool_result; fields read with .get
+        call: Mapping[str, Any] = calls.get(result.get("tool_use_id"), {})
         out.append(Observation(str(call.get("name", "?")), call.get("input"),
-                               str(block.get("content", "")), bool(block.get("is_error"))))
+                               str(result.get("content", "")), bool(result.get("is_error"))))
     return out
 
 

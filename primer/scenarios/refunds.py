@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primer.loop.checks import HANDOFF_TOOL_NAME
 from primer.loop.config import AgentConfig
-from primer.loop.messages import Message, text_block, text_of, tool_use_block
+from primer.loop.messages import Block, Message, text_block, text_of, tool_use_block
 from primer.loop.model import Reply, ScriptedLLM, text_reply
+from primer.loop.state import HANDOFF_TOOL_NAME
 from primer.loop.tools import Tool, ToolError, tool
 
 from . import Scenario, register
@@ -301,7 +301,7 @@ def decide(messages: list[Message], run_tag: str | None = None, *,
     tag = _run_tag(messages) or run_tag or uuid.uuid4().hex[:8]
 
     def call(*calls: tuple[str, dict[str, Any]], thought: str) -> Reply:
-        blocks = [text_block(thought)]
+        blocks: list[Block] = [text_block(thought)]
         for k, (name, args) in enumerate(calls, start=1):
             blocks.append(tool_use_block(f"toolu_{order_id.replace('-', '')}_{tag}_{n:02d}_{k}",
                                          name, args))
@@ -426,8 +426,8 @@ def refund_tools_in(directory: Path) -> list[Tool]:
     return refund_tools(ledger_path(directory))
 
 
-_WORLD = dict(make_tools=refund_tools, make_tools_in=refund_tools_in, make_llm=make_llm,
-              config=CONFIG, system=SYSTEM)
+_WORLD: dict[str, Any] = dict(make_tools=refund_tools, make_tools_in=refund_tools_in,
+                              make_llm=make_llm, config=CONFIG, system=SYSTEM)
 register(Scenario(name="refund", description="refund of 40 USD: pauses for a person's approval",
                   task="Order R-1001 arrived broken. Please refund the customer in full.",
                   **_WORLD))

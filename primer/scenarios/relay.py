@@ -17,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from primer.harness.evals.run import EvalTask
 from primer.harness.evals.scorers import AnswerContains
 from primer.loop.config import AgentConfig
-from primer.loop.messages import Message
+from primer.loop.messages import Message, ToolResultBlock
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.tools import Tool, tool
 
@@ -123,7 +123,9 @@ class SkilledModel:
         def policy(messages: list[Message]) -> Any:
             done = sum(1 for m in messages if m["role"] == "user" and isinstance(m["content"],
                                                                                     list))
-            code = messages[-1]["content"][0]["content"] if done else start
+            # after a call, the last message is the turn of results, led by its result
+            code = (cast(list[ToolResultBlock], messages[-1]["content"])[0]["content"] if done
+                    else start)
             if done >= hops:
                 return f"The final code is {code}."
             mistake = plan[done]

@@ -7,7 +7,7 @@ reads pages 1..``pages`` one call at a time (a short thought before each call), 
 from __future__ import annotations
 
 from primer.loop.messages import Message
-from primer.loop.model import ScriptedLLM, tool_reply
+from primer.loop.model import Reply, ScriptedLLM, tool_reply
 from primer.loop.tools import tool
 
 #: The window the lesson's reader runs in (tokens), small so that it fills in a few calls.
@@ -28,7 +28,7 @@ def reader(pages: int = 12) -> ScriptedLLM:
     """A model that reads pages 1..``pages`` one per call, then says the report is read."""
     calls = {"n": 0}
 
-    def policy(messages: list[Message]) -> object:
+    def policy(messages: list[Message]) -> Reply | str:
         calls["n"] += 1
         if calls["n"] > pages:
             return "The report is read; revenue notes on every page."

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from primer.harness.streaming import StreamingScriptedLLM
 from primer.loop.config import AgentConfig
 from primer.loop.messages import Message
 from primer.loop.model import Reply, ScriptedLLM, text_reply, tool_reply
@@ -101,8 +102,8 @@ def answer() -> str:
 def make_llm(*, stream: bool = False, thinking: bool = False,
              model: str = "scripted") -> ScriptedLLM:
     """A fresh scripted model for the world (streaming, thinking as asked)."""
-    return ScriptedLLM(lambda messages: policy(messages, thinking), name="stock model",
-                       stream=stream, model=model)
+    kind = StreamingScriptedLLM if stream else ScriptedLLM
+    return kind(lambda messages: policy(messages, thinking), name="stock model", model=model)
 
 
 #: The world as a :class:`~primer.scenarios.Scenario` (not a registered demo: its model adds

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primer.harness.patterns.workflows import WorkflowRun, WorkflowStep, run_workflow
+from primer.harness.production import run_production
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import Message, text_of
 from primer.loop.model import ScriptedLLM, text_reply, tool_reply
 from primer.loop.tools import Tool, ToolError, tool
@@ -266,8 +266,8 @@ def handle_with_workflow(ticket: Ticket) -> Outcome:
 
 def handle_with_agent(ticket: Ticket) -> Outcome:
     """Run the support agent on one ticket."""
-    r = run_agent(make_agent_llm(), ticket.text, agent_tools(), system=AGENT_SYSTEM,
-                  config=AGENT_CONFIG)
+    r = run_production(make_agent_llm(), ticket.text, agent_tools(), system=AGENT_SYSTEM,
+                       config=AGENT_CONFIG)
     return Outcome(ticket.id, "agent", r.final_text, reply_succeeds(ticket, r.final_text),
                    len(r.steps), r.usage.prompt_tokens, r.usage.output_tokens, r.cost_usd)
 

@@ -26,21 +26,25 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from primer.course.estimates import end_to_end_success
 from primer.loop import checks as exits
-from primer.loop.cost import cumulative_input_tokens, end_to_end_success
+from primer.loop.cost import cumulative_input_tokens
 from primer.loop.state import StopCause
 from primer.scenarios.parallel import SEED, latency_model, seeded_latencies, sweep
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType  # for the checker only (not in every matplotlib)
+
 #: Settings that make SVG output byte-stable and independent of the machine's fonts.
-STABLE_RC = {"svg.hashsalt": "agent-loop-primer", "svg.fonttype": "none",
-             "font.family": "DejaVu Sans", "font.size": 10, "axes.spines.top": False,
-             "axes.spines.right": False}
+STABLE_RC: dict[RcKeyType, Any] = {
+    "svg.hashsalt": "agent-loop-primer", "svg.fonttype": "none", "font.family": "DejaVu Sans",
+    "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}
 SVG_METADATA = {"Date": None, "Creator": "primer.views.figures"}
 
 BLUE, ORANGE, GREEN, RED, GREY = "#2b6cb0", "#dd6b20", "#2f855a", "#c53030", "#718096"
@@ -49,7 +53,7 @@ BLUE, ORANGE, GREEN, RED, GREY = "#2b6cb0", "#dd6b20", "#2f855a", "#c53030", "#7
 # ---------------------------------------------------------------- the loop, from its own data
 
 @dataclass(frozen=True)
-class Check:
+class CheckRow:
     """One check of the loop: its function ``name``, the ``phase`` it runs in, the first line
     of its docstring (``doc``), the :class:`StopCause` values it can return, and ``when``:
     empty for a check made on every pass of its phase, else the condition it runs under."""
@@ -76,17 +80,17 @@ class LoopStep:
 PHASES = tuple(phase for phase, _ in exits.ORDER)
 
 
-def _check(fn: Callable[..., Any], phase: str, when: str = "") -> Check:
+def _check(fn: exits.Marked[Any], phase: str, when: str = "") -> CheckRow:
     doc = (inspect.getdoc(fn) or fn.__name__).splitlines()[0].replace("``", "")
-    return Check(fn.__name__, phase, doc, tuple(c.value for c in fn.causes), when)
+    return CheckRow(fn.__name__, phase, doc, tuple(c.value for c in fn.causes), when)
 
 
-def check_order() -> list[Check]:
+def check_order() -> list[CheckRow]:
     """The loop's checks in the order they can fire, from the tuples the loop runs
     (:data:`~primer.loop.checks.BEFORE_CALL`, ``BEFORE_SEND``, ``AFTER_REPLY``,
     ``AFTER_TOOLS``). A check the loop makes in two phases (the step limit) is listed in both.
 
-    The output check (:func:`~primer.loop.checks.validate_output`) runs only when the
+    The output check (:func:`~primer.loop.checks.check_output`) runs only when the
     reply's checks stop with ``end_turn`` and the run asked for a shape; the first
     after-reply check that can say ``end_turn`` (the model's stop reason) then stops that
     phase, so the output check sits right after it, marked with its condition.
@@ -96,13 +100,13 @@ def check_order() -> list[Check]:
     for fn in exits.AFTER_REPLY:
         out.append(_check(fn, after_reply))
         if StopCause.END_TURN in fn.causes and not any(c.when for c in out):
-            out.append(_check(exits.validate_output, after_reply,
+            out.append(_check(exits.check_output, after_reply,
                               f"only when {fn.__name__} says end_turn and the run asked "
                               f"for an answer shape"))
     return out + [_check(fn, after_tools) for fn in exits.AFTER_TOOLS]
 
 
-def loop_turn() -> list[Check | LoopStep]:
+def loop_turn() -> list[CheckRow | LoopStep]:
     """One turn of :func:`~primer.loop.loop.continue_run`, in the order it runs:
     the checks of :func:`check_order` with the loop's own steps between them (compaction,
     the model call, running the tools). A test checks these appear in the loop's source in
@@ -119,8 +123,8 @@ def loop_turn() -> list[Check | LoopStep]:
                                    "call_model"),
              first_tools: LoopStep("run the tools", "all of the reply's tool_use blocks, "
                                    "concurrently; all results in one user message, in "
-                                   "request order", "after_tools")}
-    out: list[Check | LoopStep] = []
+                                   "request order", "ToolCalls")}
+    out: list[CheckRow | LoopStep] = []
     for c in checks:
         if c.name in steps and not c.when:
             out.append(steps.pop(c.name))
@@ -471,7 +475,7 @@ def fig_parallel_latency(n_tools: Sequence[int] | None = None,
 def fig_compounding(accuracies: Sequence[float] = (0.99, 0.95, 0.90, 0.85),
                     max_steps: int = 30) -> Figure:
     """Figure 8: end-to-end success against the number of steps for several per-step
-    accuracies (:func:`~primer.loop.cost.end_to_end_success`, ``p ** steps``)."""
+    accuracies (:func:`~primer.course.estimates.end_to_end_success`, ``p ** steps``)."""
     steps = list(range(1, max_steps + 1))
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()

@@ -39,20 +39,15 @@ from typing import Any, Literal
 
 import pydantic
 
+from primer.course.estimates import end_to_end_success, per_step_success_needed
+from primer.harness.production import run_production
 from primer.harness.retry import ManualClock, TransientToolError
-from primer.loop.checks import HANDOFF_TOOL_NAME
 from primer.loop.config import AgentConfig
-from primer.loop.cost import (
-    Prices,
-    end_to_end_success,
-    per_step_success_needed,
-    run_cost_usd,
-    run_usages,
-)
-from primer.loop.loop import run_agent
+from primer.loop.cost import run_cost_usd, run_usages
 from primer.loop.messages import Message
 from primer.loop.model import (
     LLM,
+    Prices,
     Reply,
     ScriptedLLM,
     TransientModelError,
@@ -61,7 +56,7 @@ from primer.loop.model import (
     tool_reply,
 )
 from primer.loop.result import AgentResult
-from primer.loop.state import StopCause
+from primer.loop.state import HANDOFF_TOOL_NAME, StopCause
 from primer.loop.text import one_line
 from primer.loop.tools import Tool
 from primer.scenarios import burner, orders
@@ -95,7 +90,7 @@ class World:
 
 
 @dataclass(frozen=True)
-class Behaviour:
+class ScriptedBehaviour:
     """A scripted behaviour of the exit explorer: ``label`` (shown in the dropdown), what it
     does (``description``) and ``build(clock) -> World`` (fresh model and tools per run)."""
 
@@ -197,27 +192,29 @@ def _burner_world(clock: ManualClock) -> World:
 
 
 #: The exit explorer's behaviours, keyed by label. The order-A123 task unless noted.
-BEHAVIOURS: dict[str, Behaviour] = {b.label: b for b in [
-    Behaviour("recovers", "fixes a wrong argument name from the error, then answers",
-              _scripted(_recovers_and_fixes_its_answer, "order model (recover)")),
-    Behaviour("repeats itself", "sends the same failing call again after every error",
-              _order_world("repeat")),
-    Behaviour("wanders", "guesses a new wrong order id after every error", _order_world("wander")),
-    Behaviour("budget burner", "never answers: one more search each call, results pile up "
-              "(its own research task)", _burner_world),
-    Behaviour("cut-off reply", "its second reply is cut off at max_tokens mid tool call",
-              _scripted(_cut_off, "model cut off")),
-    Behaviour("refusal", "refuses on its first call", _scripted(_refuses, "refusing model")),
-    Behaviour("asks for a hand-off", "looks the order up, then hands the task to a person",
-              _scripted(_hands_off, "model that hands off")),
-    Behaviour("tool always fails", "the order service answers 503 every time; the model keeps "
-              "asking", _failing_world),
-    Behaviour("slow tool", f"recovers, but each tool call takes {SLOW_TOOL_S:g} s",
-              _slow_world),
-    Behaviour("model service down", "every model call fails with 529 Overloaded",
-              lambda clock: World(_model_down, orders.make_tools())),
-    Behaviour("stopped by a person", "recovers, but a person presses stop while the order "
-              "lookup runs", _stopped_world),
+BEHAVIOURS: dict[str, ScriptedBehaviour] = {b.label: b for b in [
+    ScriptedBehaviour("recovers", "fixes a wrong argument name from the error, then answers",
+                      _scripted(_recovers_and_fixes_its_answer, "order model (recover)")),
+    ScriptedBehaviour("repeats itself", "sends the same failing call again after every error",
+                      _order_world("repeat")),
+    ScriptedBehaviour("wanders", "guesses a new wrong order id after every error",
+                      _order_world("wander")),
+    ScriptedBehaviour("budget burner", "never answers: one more search each call, results "
+                      "pile up (its own research task)", _burner_world),
+    ScriptedBehaviour("cut-off reply", "its second reply is cut off at max_tokens mid tool call",
+                      _scripted(_cut_off, "model cut off")),
+    ScriptedBehaviour("refusal", "refuses on its first call",
+                      _scripted(_refuses, "refusing model")),
+    ScriptedBehaviour("asks for a hand-off", "looks the order up, then hands the task to a "
+                      "person", _scripted(_hands_off, "model that hands off")),
+    ScriptedBehaviour("tool always fails", "the order service answers 503 every time; the model "
+                      "keeps asking", _failing_world),
+    ScriptedBehaviour("slow tool", f"recovers, but each tool call takes {SLOW_TOOL_S:g} s",
+                      _slow_world),
+    ScriptedBehaviour("model service down", "every model call fails with 529 Overloaded",
+                      lambda clock: World(_model_down, orders.make_tools())),
+    ScriptedBehaviour("stopped by a person", "recovers, but a person presses stop while the "
+                      "order lookup runs", _stopped_world),
 ]}
 
 
@@ -288,10 +285,10 @@ class ExitExplorer:
         clock = ManualClock()
         config = self.config(clock)
         world = BEHAVIOURS[self.behaviour].build(clock)
-        self.result = run_agent(_paced(world.llm, clock), world.task, world.tools,
-                                system=world.system, config=config,
-                                output_model=OrderTotal if self.check_answer else None,
-                                cancel=world.cancel)
+        self.result = run_production(_paced(world.llm, clock), world.task, world.tools,
+                                     system=world.system, config=config,
+                                     output_model=OrderTotal if self.check_answer else None,
+                                     cancel=world.cancel)
         self.elapsed_s = clock()
         return self.result
 
@@ -425,7 +422,7 @@ class CostExplorer:
 
     @property
     def prices(self) -> Prices:
-        """The :class:`~primer.loop.cost.Prices` of the controls."""
+        """The :class:`~primer.loop.model.Prices` of the controls."""
         return Prices(self.input_price, self.output_price)
 
     def run(self) -> list[Usage]:
@@ -453,7 +450,7 @@ class CompoundingExplorer:
     """A run succeeds only if every step does: ``per_step ** steps``.
 
     Controls: ``per_step`` (probability a step succeeds, 0..1) and ``steps``.
-    Formula: :func:`~primer.loop.cost.end_to_end_success`.
+    Formula: :func:`~primer.course.estimates.end_to_end_success`.
     """
 
     per_step: float = 0.95
@@ -854,7 +851,7 @@ def compounding_explorer(explorer: CompoundingExplorer | None = None) -> Panel:
     return Panel(e, controls, render_compounding, columns=1)
 
 
-__all__ = ["BEHAVIOURS", "EXIT_RECIPES", "Behaviour", "CompoundingExplorer", "CostExplorer",
+__all__ = ["BEHAVIOURS", "EXIT_RECIPES", "ScriptedBehaviour", "CompoundingExplorer", "CostExplorer",
            "ExitExplorer", "LatencyExplorer", "OrderTotal", "Panel", "World", "bars_svg",
            "compounding_explorer", "cost_explorer", "exit_explorer", "latency_explorer",
            "recipe_table", "render_compounding", "render_cost",

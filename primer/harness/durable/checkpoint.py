@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from primer.loop.text import UnreadableFile, read_bounded
+from primer.harness.files import UnreadableFile, read_bounded
 
 from .journal import FORMAT_VERSION, CheckpointError, expired, input_sha256, read_journal
 from .recorder import JournalRecorder

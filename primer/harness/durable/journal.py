@@ -69,9 +69,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from primer.loop._fast_imports import import_jsonschema
+from primer.harness.files import UnreadableFile, read_bounded
+from primer.loop.messages import tool_uses_of
+from primer.loop.schema import import_jsonschema
 from primer.loop.state import canonical_call
-from primer.loop.text import JSONRefused, UnreadableFile, parse_json, read_bounded
+from primer.loop.text import JSONRefused, parse_json
 
 from .keystore import (
     KEY_ENV,
@@ -88,8 +90,9 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV", "RECORD_S
            "input_sha256", "key_file_path", "read_journal", "signed_lines", "utc_time"]
 
 FORMAT_NAME = "primer-checkpoint"
-#: The format this module writes (1 was a single JSON file); a newer version is refused.
-FORMAT_VERSION = 2
+#: The format this module writes (1 was a single JSON file; 2 kept the harness's verdicts on
+#: a reply, where 3 keeps them on its step); any other version is refused.
+FORMAT_VERSION = 3
 
 #: Stop causes after which a journal is not finished: resume continues the run (its status
 #: is the cause's name).
@@ -225,10 +228,9 @@ class Journal:
         counts: dict[str, int] = {}
         if self.header["config"].get("repeat_threshold") is not None:
             for s in self.state["steps"]:
-                for b in s["reply"]["content"]:
-                    if isinstance(b, dict) and b.get("type") == "tool_use":
-                        key = canonical_call(b)
-                        counts[key] = counts.get(key, 0) + 1
+                for b in tool_uses_of(s["reply"]["content"]):  # the dicts typed tool_use
+                    key = canonical_call(b)
+                    counts[key] = counts.get(key, 0) + 1
         out = {k: self.header[k] for k in ("format", "version", "run_id")}
         out.update(status=self.status, system=self.header["system"],
                    config=self.header["config"], tools=self.header["tools"],
@@ -410,6 +412,10 @@ def _header(path: Path, line: bytes) -> dict[str, Any]:
         raise CheckpointError(
             f"{path}: written in checkpoint format version {version!r}, but this primer reads "
             f"versions up to {FORMAT_VERSION}. Upgrade primer to resume it. Nothing was run.")
+    if version < FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: written in checkpoint format version {version}; this primer reads version "
+            f"{FORMAT_VERSION}. Finish that run with the primer that wrote it. Nothing was run.")
     return first
 
 
@@ -440,7 +446,7 @@ def _schema(required: dict[str, Any], optional: dict[str, Any] | None = None,
             "additionalProperties": False}
 
 
-#: The JSON Schema of each record type (format version 2), keyed by ``type``.
+#: The JSON Schema of each record type (format version 3), keyed by ``type``.
 RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "header": _schema({"format": {}, "version": {},
                        "run_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$"},

@@ -25,7 +25,7 @@ import re
 import secrets
 from pathlib import Path
 
-from primer.loop.text import UnreadableFile, read_bounded
+from primer.harness.files import UnreadableFile, read_bounded
 
 KEY_ENV = "PRIMER_CHECKPOINT_KEY"
 KEY_FILE_ENV = "PRIMER_CHECKPOINT_KEY_FILE"

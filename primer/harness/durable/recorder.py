@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from primer.loop.messages import Block
+from primer.loop.messages import ToolUseBlock
 from primer.loop.state import RunState, Stop, StopCause
 from primer.loop.tools import ToolExecution, call_needs_approval, idempotency_key
 
@@ -118,7 +118,7 @@ class JournalRecorder:
 
     # -- the loop's fixed points
 
-    def call_started(self, state: RunState, call: Block) -> None:
+    def call_started(self, state: RunState, call: ToolUseBlock) -> None:
         """Record that a side-effecting call is about to run, with its idempotency key."""
         call_id = str(call.get("id"))
         self._write(state, {"type": "started", "tool_use_id": call_id,
@@ -136,15 +136,15 @@ class JournalRecorder:
             self._write(state, {"type": "results"}, durable=False)
             self.status = "running"
 
-    def paused(self, state: RunState, calls: list[Block]) -> None:
+    def paused(self, state: RunState, calls: list[ToolUseBlock]) -> None:
         """Record the pause and the paused reply's calls, before any of them runs."""
         rows = []
-        refused = state.last_reply.refused
+        refused = state.steps[-1].refused
         for b in calls:
-            t = state.registry.get(b.get("name"))
+            t = state.inputs.registry.get(b.get("name"))
             rows.append({"tool_use_id": str(b.get("id")), "name": str(b.get("name")),
                          "input": b.get("input"),
-                         "needs_approval": call_needs_approval(state.registry, b, refused),
+                         "needs_approval": call_needs_approval(state.inputs.registry, b, refused),
                          "side_effecting": bool(t is not None and t.side_effecting)})
         self._write(state, {"type": "pause", "calls": rows}, durable=True)
         self.status = "awaiting_approval"
@@ -222,7 +222,7 @@ class JournalRecorder:
         if self._fd is None:
             raise RuntimeError("the journal is closed")
         data, self._mac = signed_lines(records, self._key, self._mac)
-        write_all(self._fd, data, durable)
+        append_bytes(self._fd, data, durable)
         self._size += len(data)
         if durable:
             self._anchor()
@@ -271,8 +271,9 @@ class JournalRecorder:
 
         def lines_for(run_id: str) -> bytes:
             header = {"type": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION,
-                      "run_id": run_id, "journal_id": self._journal_id, "system": state.system,
-                      "config": state.config.to_dict(), "tools": state.tool_defs}
+                      "run_id": run_id, "journal_id": self._journal_id,
+                      "system": state.inputs.system, "config": state.config.to_dict(),
+                      "tools": state.inputs.tool_defs}
             if self.scenario:
                 header["scenario"] = self.scenario
             data, self._mac = signed_lines([header, snapshot, record], self._key,
@@ -333,7 +334,7 @@ def directory_problem(directory: Path) -> str | None:
     return None
 
 
-def write_all(fd: int, data: bytes, durable: bool) -> None:
+def append_bytes(fd: int, data: bytes, durable: bool) -> None:
     """Append ``data`` at ``fd``; with ``durable`` wait until it is on disk (fdatasync)."""
     view = memoryview(data)
     while view:
@@ -383,7 +384,7 @@ def _link_new(directory: Path, path: Path, data: bytes) -> None:
     if fd >= 0:
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
-            write_all(fd, data, durable=True)
+            append_bytes(fd, data, durable=True)
             # linkat(AT_SYMLINK_FOLLOW) of the descriptor's /proc entry: giving a dir_fd makes
             # os.link call linkat (plain link(2) would not follow the magic link)
             os.link(f"/proc/self/fd/{fd}", path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
@@ -395,7 +396,7 @@ def _link_new(directory: Path, path: Path, data: bytes) -> None:
     tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        write_all(fd, data, durable=True)
+        append_bytes(fd, data, durable=True)
         os.close(fd)
         fd = -1
         os.link(tmp, path)  # FileExistsError if another run took the name first

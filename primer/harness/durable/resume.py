@@ -2,9 +2,10 @@
 
 :func:`resume` reads the journal back into a :class:`~primer.loop.state.RunState` (the
 lock held throughout), decides what each call of the reply the run stopped on needs, runs
-them through the loop's one after-tools path (:func:`~primer.loop.steps.after_tools`) and
-then the loop itself (:func:`~primer.loop.loop.continue_run`). It has no steps of its
-own. The rules for the paused reply's calls:
+them through the loop's one results path (:func:`~primer.loop.steps.add_results`) and
+then the loop itself (:func:`~primer.loop.loop.continue_run`), on the caller's thread
+(:func:`~primer.loop.loop.drive`). It has no steps of its own. The rules for the paused
+reply's calls:
 
 * every safety property comes from the *live* tools given to resume, never from the file:
   whether a call needs approval, changes the world, or takes an idempotency key;
@@ -21,23 +22,26 @@ own. The rules for the paused reply's calls:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from primer.harness.hooks import Hooks, as_hook_list
-from primer.loop.checks import registry_for_run
 from primer.loop.config import AgentConfig
-from primer.loop.loop import continue_run, drive
-from primer.loop.messages import Block
-from primer.loop.model import LLM
-from primer.loop.result import AgentResult
-from primer.loop.state import CancelSignal, EventSink, RunState, Stop, StopCause
-from primer.loop.steps import after_tools, finish
+from primer.loop.loop import Turns, continue_run, drive
+from primer.loop.messages import ToolUseBlock
+from primer.loop.model import LLM, EventSink
+from primer.loop.result import AgentResult, finish
+from primer.loop.state import CancelSignal, RunInputs, RunState, Stop, StopCause, registry_for_run
+from primer.loop.steps import ToolCalls, add_results, calls_to_run
 from primer.loop.tools import Tool, ToolExecution, ToolRegistry, call_needs_approval
 
-from .journal import CheckpointError, Journal, expired, input_sha256
+from ..allowance import running
+from ..hooks import Hooks, after_reply_sink, as_hook_list
+from ..request_check import block_problem
+from ..runner import ToolRunner
+from .journal import CallRecord, CheckpointError, Journal, expired, input_sha256
 from .recorder import JournalRecorder
 
 
@@ -67,8 +71,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         raise ValueError(f"now must be a timezone-aware datetime (UTC), not {now!r}")
     recorder, journal = JournalRecorder.reopen(path)
     try:
-        state = _state_of(journal, recorder, llm, tools, on_event, hooks)
-        state.on_delta, state.cancel = on_event, cancel
+        state = _state_of(journal, recorder, llm, tools, on_event, hooks, cancel)
         if journal.status == "finished":
             recorder.close()
             return _stored_result(journal, state)
@@ -90,12 +93,14 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
         names = ", ".join(f"{b['id']} ({b['name']})" for b in undecided)
         stop = Stop(StopCause.AWAITING_APPROVAL, f"no decision yet for {names}; nothing was run")
         return finish(state, stop, state.last_reply, pending=undecided)
-    return drive(state, lambda: _go_on(state, journal, calls, settled))
+    with running(state):  # the current run, for tools that spend (sub-agents)
+        return drive(state, _go_on(state, journal, calls, settled))
 
 
-def _go_on(state: RunState, journal: Journal, calls: list[Block],
-           settled: dict[str, ToolExecution]) -> AgentResult:
-    """The resumed run: the paused reply's calls the after-tools way, then the loop."""
+def _go_on(state: RunState, journal: Journal, calls: list[ToolUseBlock],
+           settled: dict[str, ToolExecution]) -> Turns:
+    """The resumed run: the paused reply's calls (those not settled) run and every result
+    recorded, as the loop does after a reply, then the loop itself."""
     if calls:
         state.emit("resume", path=str(journal.path), calls=[b["id"] for b in calls])
         for c in journal.calls.values():
@@ -103,25 +108,36 @@ def _go_on(state: RunState, journal: Journal, calls: list[Block],
                 state.emit("approval", step=state.model_calls, tool_use_id=c.tool_use_id,
                            name=c.name, approved=c.decision["approved"],
                            note=c.decision["note"])
-        stop = after_tools(state, calls, settled)
+        ran = yield ToolCalls(calls_to_run(state, calls, settled))
+        stop = add_results(state, calls, ran, settled)
         if stop is not None:
             return finish(state, stop)
-    return continue_run(state)
+    return (yield from continue_run(state))
 
 
 def _state_of(journal: Journal, recorder: JournalRecorder, llm: LLM,
               tools: ToolRegistry | Iterable[Tool], on_event: EventSink | None,
-              hooks: Hooks | Iterable[Hooks] | None) -> RunState:
+              hooks: Hooks | Iterable[Hooks] | None, cancel: CancelSignal | None) -> RunState:
     try:
         config = AgentConfig.from_dict(journal.header["config"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{journal.path}: its config is not usable ({e}). Nothing was "
                               f"run.") from None
-    registry = registry_for_run(tools, config)
+    registry = registry_for_run(tools, config.offer_handoff)
+    hook_list = as_hook_list(hooks)
     try:
-        return RunState.from_dict(journal.state, config=config, registry=registry, llm=llm,
-                                  on_event=on_event, recorder=recorder,
-                                  hooks=as_hook_list(hooks), started_at=config.clock())
+        system = journal.state["system"]
+        if not isinstance(system, str):
+            raise TypeError("its system prompt is not text")
+        inputs = RunInputs(config, system, registry, registry.definitions(), llm,
+                           ToolRunner.from_config(registry, config, hook_list), recorder,
+                           on_event, on_event, None, cancel, block_problem)
+        state = RunState.from_dict(journal.state, inputs)
+        state.started_at = config.clock()
+        if hook_list:
+            state.inputs = dataclasses.replace(
+                inputs, on_event=after_reply_sink(hook_list, state, on_event))
+        return state
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{journal.path}: its saved run is malformed ({type(e).__name__}: "
                               f"{e}). Nothing was run.") from None
@@ -135,7 +151,7 @@ def _stored_result(journal: Journal, state: RunState) -> AgentResult:
 
 
 def _plan(journal: Journal, state: RunState, now: datetime
-          ) -> tuple[list[Block], dict[str, ToolExecution], list[Block]]:
+          ) -> tuple[list[ToolUseBlock], dict[str, ToolExecution], list[ToolUseBlock]]:
     """What the reply the run stopped on needs: ``(its calls, results settled without
     running now, calls still awaiting a decision)``; no calls when it was answered.
 
@@ -143,11 +159,13 @@ def _plan(journal: Journal, state: RunState, now: datetime
     approved input that is not the reply's, an approval past its expiry at ``now`` for a
     call not yet started, or a call whose tool is missing.
     """
-    reply = state.last_reply if state.steps else None
-    if reply is None or not reply.tool_uses or state.messages[-1]["role"] != "assistant":
+    step = state.steps[-1] if state.steps else None
+    if step is None or not step.reply.tool_uses or state.messages[-1]["role"] != "assistant":
         return [], {}, []
+    reply, registry = step.reply, state.inputs.registry
     calls = reply.tool_uses
     by_id = {b["id"]: b for b in calls}
+    rec: CallRecord | None
     for rec in journal.calls.values():
         b = by_id.get(rec.tool_use_id)
         if b is None or b.get("name") != rec.name or input_sha256(b.get("input")) != \
@@ -155,20 +173,20 @@ def _plan(journal: Journal, state: RunState, now: datetime
             raise CheckpointError(f"{journal.path}: call {rec.tool_use_id} differs from what "
                                   f"the model asked for. Nothing was run.")
     settled: dict[str, ToolExecution] = {}
-    undecided: list[Block] = []
+    undecided: list[ToolUseBlock] = []
     missing: set[str] = set()
     for b in calls:
         rec = journal.calls.get(b["id"])
-        tool = state.registry.get(b["name"])
+        tool = registry.get(b["name"])
         decision = rec.decision if rec is not None else None
         if rec is not None and rec.state == "done" and rec.result is not None:
             settled[b["id"]] = ToolExecution(**rec.result)
         elif decision is not None and not decision["approved"]:
             settled[b["id"]] = _rejected(b, decision)
-        elif (call_needs_approval(state.registry, b, reply.refused) if tool is not None
+        elif (call_needs_approval(registry, b, step.refused) if tool is not None
               else rec is not None and rec.needs_approval) and decision is None:
             undecided.append(b)
-        elif reply.refused and b["id"] in reply.refused:
+        elif step.refused and b["id"] in step.refused:
             continue  # refused where the reply entered the loop: answered, never run
         elif tool is None:
             missing.add(str(b["name"]))
@@ -190,12 +208,12 @@ def _plan(journal: Journal, state: RunState, now: datetime
     if missing and not undecided:
         raise CheckpointError(
             f"{journal.path}: the run needs the tool(s) {', '.join(sorted(missing))}, which are "
-            f"not among the tools given to resume ({', '.join(state.registry.names)}). Resume "
+            f"not among the tools given to resume ({', '.join(registry.names)}). Resume "
             f"with the tools the run started with. Nothing was run.")
     return calls, settled, undecided
 
 
-def _rejected(b: Block, decision: dict[str, Any]) -> ToolExecution:
+def _rejected(b: ToolUseBlock, decision: dict[str, Any]) -> ToolExecution:
     note = f" Their note: {decision['note'].rstrip('.')}." if decision["note"] else ""
     return ToolExecution(b["id"], b["name"], b["input"],
                          f"A person rejected this call to {b['name']}; it did not run.{note} "
@@ -203,7 +221,7 @@ def _rejected(b: Block, decision: dict[str, Any]) -> ToolExecution:
                          f"what happens next.", True, "rejected")
 
 
-def _unknown_outcome(b: Block) -> ToolExecution:
+def _unknown_outcome(b: ToolUseBlock) -> ToolExecution:
     return ToolExecution(b["id"], b["name"], b["input"],
                          f"{b['name']} started before the process stopped and its outcome is "
                          f"unknown; it was not run again, because it takes no idempotency key. "

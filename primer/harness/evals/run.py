@@ -48,14 +48,14 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.model import LLM
 from primer.loop.result import AgentResult, format_trace_table
 from primer.loop.tools import Tool, ToolRegistry
 
+from ..production import run_production
 from .pools import Pool, Work, as_pool
 from .results import EvalRow, EvalSummary, percentile
 from .scorers import (
@@ -77,7 +77,7 @@ __all__ = ["AnswerContains", "EvalReport", "EvalRow", "EvalSummary", "EvalTask",
            "StopCauseIs", "path_matches", "percentile", "run_evals", "run_task",
            "task_from_trace", "tool_path"]
 
-Check = Scorer | Sequence[Scorer]
+Scoring = Scorer | Sequence[Scorer]
 
 
 @dataclass
@@ -96,7 +96,7 @@ class EvalTask:
 
     name: str
     input: str
-    check: Check
+    check: Scoring
     expected_path: ExpectedPath | None = None
     limits: dict[str, Any] = field(default_factory=dict)
     system: str = ""
@@ -175,8 +175,8 @@ def run_task(task: EvalTask, make_llm: Callable[[EvalTask], LLM], tools: ToolsAr
 
     def attempt() -> tuple[AgentResult, float, tuple[bool, dict[str, bool], dict[str, str]]]:
         task_tools = tools(task) if callable(tools) and not isinstance(tools, Tool) else tools
-        result = run_agent(make_llm(task), task.input, task_tools, system=task.system,
-                           config=cfg, trace=trace)
+        result = run_production(make_llm(task), task.input, task_tools, system=task.system,
+                                config=cfg, trace=trace)
         return result, time.perf_counter() - start, score(task.check, result)
 
     try:
@@ -196,10 +196,12 @@ def run_task(task: EvalTask, make_llm: Callable[[EvalTask], LLM], tools: ToolsAr
                    result.stop_cause.value, None, trace, trial, scores, reasons)
 
 
-def score(check: Check, result: AgentResult) -> tuple[bool, dict[str, bool], dict[str, str]]:
+def score(check: Scoring, result: AgentResult) -> tuple[bool, dict[str, bool], dict[str, str]]:
     """Apply ``check`` (one scorer or a list) to ``result``: whether all passed, each
     verdict by :func:`~primer.harness.evals.scorers.scorer_name`, and the reasons given."""
-    scorers = list(check) if isinstance(check, list | tuple) else [check]
+    # Scoring is a list or tuple of scorers, or else one scorer
+    scorers: list[Scorer] = (list(check) if isinstance(check, list | tuple)
+                             else [cast(Scorer, check)])
     scores: dict[str, bool] = {}
     reasons: dict[str, str] = {}
     for s in scorers:
@@ -271,7 +273,8 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
     done = store.start(names, repeats, resume=resume) if store is not None else set()
     own_pool = None if executor is not None else ThreadPoolExecutor(
         max_workers=min(4, len(tasks) * repeats), thread_name_prefix="eval")
-    pool = as_pool(own_pool or executor)
+    # own_pool is made exactly when no executor is given: one of the two is set
+    pool = as_pool(cast("Executor | distributed.Client", own_pool or executor))
     window = max_in_flight or pool.default_window()
     work = partial(run_task, make_llm=make_llm, tools=tools, config=config,
                    trace_dir=trace_dir, timeout_s=timeout_s)
@@ -351,7 +354,7 @@ def _progress(total: int, initial: int, progress: bool | None) -> Any:
     return tqdm(total=total, initial=initial, desc="eval trials", unit="trial")
 
 
-def task_from_trace(trace: Any, check: Check, *,
+def task_from_trace(trace: Any, check: Scoring, *,
                     expected_path: ExpectedPath | None = None, name: str | None = None,
                     meta: dict[str, Any] | None = None) -> EvalTask:
     """Turn a recorded run (a :class:`~primer.harness.tracing.trace.Trace` or a trace path) into

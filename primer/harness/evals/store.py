@@ -22,7 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from primer.loop.text import UnreadableFile, check_writable, open_bounded, parse_json
+from primer.harness.files import UnreadableFile, check_writable, open_bounded
+from primer.loop.text import parse_json
 
 from .results import EvalRow, EvalSummary
 

@@ -35,9 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from primer.harness.files import UnreadableFile, read_text
 from primer.loop.config import AgentConfig
 from primer.loop.model import LLM
-from primer.loop.text import MAX_DEPTH, JSONRefused, UnreadableFile, parse_json, read_text
+from primer.loop.text import MAX_DEPTH, JSONRefused, parse_json
 
 from .run import EvalTask
 from .scorers import AnswerContains, CostUnder, ModelGraded, Scorer, StopCauseIs, ToolsInOrder

@@ -18,13 +18,12 @@ on every run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from primer.loop.cost import Prices
-from primer.loop.model import LLM, Usage
+from primer.loop.model import LLM, Prices, Usage
 from primer.loop.text import JSONRefused, parse_json
 
-from .workflows import CallRecord, CountedCalls, ModelCalls, PatternError
+from .workflows import CountedCalls, ModelCalls, PatternCall, PatternError
 
 ORCHESTRATOR_PROMPT = (
     "Split this task into independent subtasks, one per distinct part of it, as few as the "
@@ -67,7 +66,7 @@ class OrchestratorRun(CountedCalls):
     subtasks: list[Subtask]
     results: list[WorkerResult]
     final_text: str | None
-    calls: list[CallRecord]
+    calls: list[PatternCall]
     usage: Usage
     cost_usd: float
 
@@ -124,7 +123,8 @@ def orchestrate(orchestrator: LLM, worker: LLM, task: str, *, max_subtasks: int 
                 instruction=s.instruction), system=worker_system, label=f"worker {s.id}")))
         except PatternError as e:
             results.append(WorkerResult(s, None, str(e)))
-    listing = "\n".join(f"[{r.subtask.id}] " + (r.output if r.error is None
+    # a worker with no error has its output (the text work.ask returned)
+    listing = "\n".join(f"[{r.subtask.id}] " + (cast(str, r.output) if r.error is None
                                                  else f"(failed: {r.error})") for r in results)
     final = lead.ask(SYNTHESIS_PROMPT.format(task=task, results=listing), system=system,
                      label="synthesise")

@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from primer.loop.cost import Prices
-from primer.loop.model import LLM
+from primer.loop.model import LLM, Prices
 
-from .workflows import CallRecord, ModelCalls
+from .workflows import ModelCalls, PatternCall
 
 #: The router's prompt: the routes (name and description), then the input.
 ROUTER_PROMPT = ("Pick the route that fits the input. Answer with the route's name only.\n\n"
@@ -45,7 +44,7 @@ class RoutingResult:
     answer: str
     fell_back: bool
     output: Any
-    router_call: CallRecord
+    router_call: PatternCall
     cost_usd: float
 
 

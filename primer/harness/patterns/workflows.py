@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from primer.loop.cost import Prices, cost_usd
 from primer.loop.messages import tool_use_block, user_message
-from primer.loop.model import LLM, Usage
+from primer.loop.model import LLM, Prices, Usage, cost_usd
 from primer.loop.result import AgentResult
 from primer.loop.text import one_line
 from primer.loop.tools import Tool, ToolExecution, ToolRegistry
@@ -38,7 +37,7 @@ class PatternError(RuntimeError):
 
 
 @dataclass
-class CallRecord:
+class PatternCall:
     """One model call made by a pattern: its ``label``, ``usage`` (tokens) and reply text."""
 
     label: str
@@ -57,13 +56,13 @@ class ModelCalls:
 
     def __init__(self, llm: LLM, prices: Prices | None = None, max_tokens: int = 1024) -> None:
         self.llm, self.prices, self.max_tokens = llm, prices or Prices(), max_tokens
-        self.records: list[CallRecord] = []
+        self.records: list[PatternCall] = []
 
     def ask(self, prompt: str, *, system: str = "", label: str = "") -> str:
         """One call; returns the reply text (see class docstring for errors)."""
         reply = self.llm(system=system, messages=[user_message(prompt)], tools=[],
                          max_tokens=self.max_tokens)
-        self.records.append(CallRecord(label or f"call {len(self.records) + 1}", reply.usage,
+        self.records.append(PatternCall(label or f"call {len(self.records) + 1}", reply.usage,
                                        reply.text))
         if reply.stop_reason in ("max_tokens", "refusal"):
             raise PatternError(f"{label or 'a model call'} stopped with {reply.stop_reason}; "
@@ -92,7 +91,7 @@ class ModelCalls:
 class CountedCalls:
     """For a pattern's result that keeps its model calls in ``calls``: their number."""
 
-    calls: list[CallRecord]
+    calls: list[PatternCall]
 
     @property
     def model_calls(self) -> int:
@@ -129,7 +128,7 @@ class WorkflowResult(CountedCalls):
     final: Any
     failed_step: str | None
     error: str | None
-    calls: list[CallRecord]
+    calls: list[PatternCall]
     usage: Usage
     cost_usd: float
 
@@ -260,7 +259,7 @@ class PlanRun:
     outcome: str = ""
     detail: str = ""
     final_text: str | None = None
-    calls: list[CallRecord] = field(default_factory=list)
+    calls: list[PatternCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
 
@@ -381,7 +380,7 @@ class ReflectionRun:
     draft: str
     passed: bool
     outcome: str
-    calls: list[CallRecord]
+    calls: list[PatternCall]
     usage: Usage
     cost_usd: float
 
@@ -411,7 +410,7 @@ def reflect(drafter: LLM, reviewer: LLM, task: str, criteria: Sequence[str], *,
     listed = "\n".join(f"{k}. {c}" for k, c in enumerate(criteria, start=1))
     rounds: list[tuple[str, Review]] = []
     prompt = f"Task: {task}\n\nWrite the draft."
-    records: list[CallRecord] = []
+    records: list[PatternCall] = []
     for attempt in range(max_retries + 1):
         draft = draft_calls.ask(prompt, label=f"draft {attempt + 1}")
         review = parse_review(review_calls.ask(

@@ -10,7 +10,7 @@ its :class:`Turn` record. Limits and budgets are per turn (each turn is one run 
 conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``.
 
 A history that ends with an unanswered ``tool_use`` (a run that crashed or was cancelled
-mid-call) is repaired before it is sent (:func:`primer.loop.history.repair_history`). A
+mid-call) is repaired before it is sent (:func:`primer.loop.messages.repair_history`). A
 turn that paused for approval is resumed from its checkpoint with :meth:`Session.resume`
 before the conversation goes on; without a checkpoint nothing of it ran, and the next turn
 tells the model so.
@@ -30,15 +30,16 @@ from typing import Any, Protocol
 import pydantic
 
 from primer.harness.hooks import Hooks
+from primer.harness.summaries import render_lines
 from primer.loop.config import AgentConfig
-from primer.loop.context import render_lines
-from primer.loop.history import RepairedHistory, history_problem, repair_history
-from primer.loop.loop import run_agent, task_text
-from primer.loop.messages import Message
+from primer.loop.loop import task_text
+from primer.loop.messages import Message, RepairedHistory, history_problem, repair_history
 from primer.loop.model import LLM, Usage
 from primer.loop.result import AgentResult
 from primer.loop.state import EventSink, StopCause
 from primer.loop.tools import Tool, ToolRegistry
+
+from ..production import run_production
 
 #: The result text for calls that awaited approval when the conversation went on without it.
 NOT_APPROVED_RESULT = ("Not run: this call needed a person's approval and the conversation "
@@ -131,7 +132,7 @@ class Session:
 
     ``llm``, ``tools``, ``system``, ``config`` and ``hooks`` are what every turn's run gets
     (see :func:`~primer.loop.loop.run_agent`). ``messages`` is an earlier history to continue
-    (checked with :func:`~primer.loop.history.history_problem`: ``ValueError`` if it is
+    (checked with :func:`~primer.loop.messages.history_problem`: ``ValueError`` if it is
     not one), ``turns`` its turn records, ``session_id`` a name (default: a random one),
     ``store`` where to save it after each turn (or ``None``: kept in memory only).
     """
@@ -186,9 +187,9 @@ class Session:
         """
         task_text(text)  # the loop's own check, made before anything else
         history = self._history_to_send()
-        result = run_agent(self.llm, text, self.tools, system=self.system, config=self.config,
-                           hooks=self.hooks, on_event=on_event, trace=trace,
-                           output_model=output_model, messages=history.messages)
+        result = run_production(self.llm, text, self.tools, system=self.system, config=self.config,
+                                hooks=self.hooks, on_event=on_event, trace=trace,
+                                output_model=output_model, messages=history.messages)
         self._record(text, result, history.repaired_ids)
         return result
 
@@ -259,7 +260,7 @@ class Session:
 
     def transcript(self, chars: int = 100) -> str:
         """The conversation for a person: one line per text, call and result, each text and
-        result cut to ``chars`` characters (:func:`~primer.loop.context.render_lines`)."""
+        result cut to ``chars`` characters (:func:`~primer.harness.summaries.render_lines`)."""
         return "\n".join(render_lines(self.messages, chars))
 
     def __repr__(self) -> str:

@@ -37,21 +37,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from primer.harness.files import UnreadableFile, check_writable
 from primer.harness.hooks import Hooks
 from primer.harness.request_check import messages_problems
 from primer.loop.config import AgentConfig
 from primer.loop.messages import Message
 from primer.loop.model import LLM, Usage
 from primer.loop.state import StopCause
-from primer.loop.text import (
-    JSONRefused,
-    UnreadableFile,
-    check_writable,
-    json_problem,
-    one_line,
-    parse_json,
-    safe_repr,
-)
+from primer.loop.text import JSONRefused, json_problem, one_line, parse_json, safe_repr
 from primer.loop.tools import Tool, ToolRegistry
 
 from .session import Session, SessionError, Turn, new_session_id
@@ -294,7 +287,7 @@ def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connect
     """A connection to the store at ``path`` in a transaction (committed at the end, rolled
     back on an exception), closed afterwards. ``SessionError`` for a file that is not a
     session store this version reads, or a path that is not a regular file (a FIFO would
-    block SQLite forever; :func:`~primer.loop.text.check_writable`)."""
+    block SQLite forever; :func:`~primer.harness.files.check_writable`)."""
     try:
         check_writable(path)
     except UnreadableFile as e:

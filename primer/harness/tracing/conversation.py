@@ -29,16 +29,17 @@ system prompt, tool definitions and messages sent; of the reply for output), and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from primer.harness.files import UnreadableFile, read_text
 from primer.loop.config import AgentConfig
-from primer.loop.messages import Message, text_of, tool_uses_of
+from primer.loop.messages import Block, Message, ToolUseBlock, text_block, text_of, tool_uses_of
 from primer.loop.model import STOP_REASONS, Usage, estimate_tokens
-from primer.loop.state import RunState, Stop, StopCause
-from primer.loop.steps import not_run
-from primer.loop.text import JSONRefused, UnreadableFile, parse_json, read_text
-from primer.loop.tools import ToolRegistry
+from primer.loop.result import not_run
+from primer.loop.state import Stop, StopCause
+from primer.loop.text import JSONRefused, parse_json
 
 from .trace import (
     FORMAT_NAME,
@@ -55,10 +56,10 @@ RECORDED_AS = "conversation"
 
 #: The limits a conversation is read with: none of the harness's guards are on (a
 #: conversation records no settings), so a what-if replay changes one guard at a time.
-CONVERSATION_CONFIG = {"max_steps": 1, "token_budget": None, "repeat_threshold": None,
-                       "offer_handoff": False, "context_stop_share": 1.0,
-                       "compact_share": None, "tool_timeout_s": None, "tool_retries": 0,
-                       "model_retries": 0}
+CONVERSATION_CONFIG: dict[str, Any] = {
+    "max_steps": 1, "token_budget": None, "repeat_threshold": None, "offer_handoff": False,
+    "context_stop_share": 1.0, "compact_share": None, "tool_timeout_s": None,
+    "tool_retries": 0, "model_retries": 0}
 
 
 def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
@@ -69,7 +70,7 @@ def load_run(path: PathLike, *, context_window: int | None = None) -> Trace:
     window, default :class:`AgentConfig`'s); anything else is read by
     :func:`~primer.harness.tracing.trace.load_trace`. Either way the record is checked
     (:func:`~primer.harness.tracing.trace.check_record`). The file is read with
-    :func:`~primer.loop.text.read_bounded` (a FIFO or a device never is). Raises
+    :func:`~primer.harness.files.read_bounded` (a FIFO or a device never is). Raises
     :class:`TraceError` with one clear sentence for a missing, unreadable or malformed file.
     """
     p = Path(path)
@@ -127,13 +128,13 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
     if usages is not None and not isinstance(usages, list):
         raise TraceError(f"{where}: 'usage' must be a list with one usage per assistant "
                          f"message.")
+    window: dict[str, Any] = {"context_window": context_window} if context_window else {}
     config = AgentConfig(**{**CONVERSATION_CONFIG,
                             "max_steps": max(1, sum(m["role"] == "assistant"
                                                     for m in messages))},
-                         **({"context_window": context_window} if context_window else {}))
-    state = RunState(config=config, system=system, messages=[], registry=ToolRegistry(),
-                     tool_defs=tools)
-    state.recount_prompt_estimate()  # the library's prompt estimate, kept as messages arrive
+                         **window)
+    # the library's prompt estimate (characters/4), kept as messages arrive
+    prompt_estimate = estimate_tokens(system) + estimate_tokens(tools)
     events: list[dict[str, Any]] = [{
         "event": "run_start", "seq": 0, "t": 0.0, "format": FORMAT_NAME,
         "version": FORMAT_VERSION, "recorded_as": RECORDED_AS,
@@ -141,7 +142,7 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
         "tools": tools}]
     estimated = 0
     step = 0
-    calls: dict[str, dict[str, Any]] = {}
+    calls: dict[str, ToolUseBlock] = {}
     for k, m in enumerate(messages):
         if m["role"] == "assistant":
             step += 1
@@ -150,14 +151,14 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
                 usages[step - 1] if usages is not None and step <= len(usages) else None))
             if usage is None:
                 estimated += 1
-                usage = Usage(state.prompt_estimate, estimate_tokens(content))
+                usage = Usage(prompt_estimate, estimate_tokens(content))
             stop_reason = m.get("stop_reason") or ("tool_use" if tool_uses_of(content)
                                                    else "end_turn")
             if stop_reason not in STOP_REASONS:
                 raise TraceError(f"{where}: messages[{k}].stop_reason {stop_reason!r} is not "
                                  f"one of {', '.join(STOP_REASONS)}.")
             events.append({"event": "model_call", "step": step,
-                           "prompt_estimate": state.prompt_estimate,
+                           "prompt_estimate": prompt_estimate,
                            "reply": {"content": content, "stop_reason": stop_reason,
                                      "usage": usage.to_dict(), "model": m.get("model", "")},
                            "latency_s": 0.0})
@@ -165,15 +166,18 @@ def read_conversation(data: Any, *, source: PathLike | None = None,
         else:
             for b in _blocks(m["content"]):
                 if b.get("type") == "tool_result" and step:
-                    call = calls.get(b.get("tool_use_id"), {})
+                    # read as a plain mapping: its tool_use_id is checked to be a string, but
+                    # a conversation's result content may be a list of blocks (as the API's)
+                    result: Mapping[str, Any] = b
+                    call: Mapping[str, Any] = calls.get(result["tool_use_id"], {})
                     events.append({"event": "tool_execution", "step": step,
-                                   "tool_use_id": str(b.get("tool_use_id")),
+                                   "tool_use_id": str(result.get("tool_use_id")),
                                    "name": str(call.get("name", "?")),
                                    "input": call.get("input", {}),
-                                   "content": _result_text(b.get("content")),
-                                   "is_error": bool(b.get("is_error")), "error_kind": None,
+                                   "content": _result_text(result.get("content")),
+                                   "is_error": bool(result.get("is_error")), "error_kind": None,
                                    "attempts": 1, "latency_s": 0.0})
-        state.append({"role": m["role"], "content": m["content"]})
+        prompt_estimate += estimate_tokens({"role": m["role"], "content": m["content"]})
     for n, e in enumerate(events):
         e.setdefault("seq", n)
         e.setdefault("t", 0.0)
@@ -197,12 +201,13 @@ def to_conversation(trace: Trace) -> dict[str, Any]:
     one with no stop line, ends on its unanswered ``tool_use``, as it did.
     """
     replies = iter(trace.replies())
-    messages: list[dict[str, Any]] = []
+    messages: list[Mapping[str, Any]] = []
     for m in trace.messages():
+        entry: Mapping[str, Any] = m
         if m["role"] == "assistant":
             reply = next(replies)
-            m = {**m, "stop_reason": reply.stop_reason, "usage": reply.usage.to_dict()}
-        messages.append(m)
+            entry = {**m, "stop_reason": reply.stop_reason, "usage": reply.usage.to_dict()}
+        messages.append(entry)
     stop = trace.stop
     last = messages[-1]
     if (stop is not None and last["role"] == "assistant" and trace.stop_cause
@@ -276,8 +281,8 @@ def _usage(where: str, k: int, usage: Any) -> Usage | None:
     return u
 
 
-def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+def _blocks(content: str | list[Block]) -> list[Block]:
+    return [text_block(content)] if isinstance(content, str) else list(content)
 
 
 def _result_text(content: Any) -> str:

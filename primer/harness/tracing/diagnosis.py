@@ -54,15 +54,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from primer.loop.checks import HANDOFF_TOOL_NAME
 from primer.loop.config import AgentConfig
-from primer.loop.jsontext import compact_json
 from primer.loop.messages import text_of
 from primer.loop.model import Reply
-from primer.loop.state import StopCause, canonical_call
-from primer.loop.text import one_line
+from primer.loop.state import HANDOFF_TOOL_NAME, StopCause, canonical_call
+from primer.loop.text import compact_json, one_line
 from primer.loop.tools import Tool
 
 from .conversation import RECORDED_AS, load_run
@@ -335,7 +333,8 @@ class _Reading:
                                      else AgentConfig().context_stop_share))]
 
     def hallucination(self) -> list[Finding]:
-        offered = {t.get("name"): t for t in self.trace.tools if isinstance(t, dict)}
+        # a checked trace's tool definitions each have a string name
+        offered = {cast(str, t.get("name")): t for t in self.trace.tools if isinstance(t, dict)}
         if not offered:
             return []
         checkers = {name: _checker(d) for name, d in offered.items()}  # one per schema

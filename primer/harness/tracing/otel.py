@@ -58,8 +58,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
-from primer.harness.streaming import DELTA_KINDS
-from primer.loop.model import Usage
+from primer.loop.model import DELTA_KINDS, Usage
 
 from .trace import Trace, load_trace, redact
 

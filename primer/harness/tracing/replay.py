@@ -14,16 +14,16 @@ import dataclasses
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from primer.loop.config import AgentConfig
-from primer.loop.loop import run_agent
 from primer.loop.messages import Message
 from primer.loop.model import Reply
 from primer.loop.result import AgentResult
-from primer.loop.state import EventSink
+from primer.loop.state import EventSink, StopCause
 from primer.loop.tools import Tool, ToolRegistry
 
+from ..production import run_production
 from .trace import PathLike, Trace, load_trace, redact
 
 
@@ -34,8 +34,9 @@ class ReplayExhausted(RuntimeError):
 class ReplayLLM:
     """A model that returns a trace's recorded replies in order, with their recorded usage.
 
-    Each reply is played back as the model sent it (``Reply.received`` when the loop had
-    repaired it), so the replayed run meets the same repairs and refusals.
+    Give it the replies as the model sent them (:meth:`Trace.sent_replies
+    <primer.harness.tracing.trace.Trace.sent_replies>`), so the replayed run meets the same
+    repairs and refusals.
 
     Raises :class:`ReplayExhausted` when asked for more replies than were recorded; the loop
     turns that into a ``model_error`` stop and :func:`replay` reports it as a divergence.
@@ -54,8 +55,7 @@ class ReplayLLM:
                                   f"the replay asked for reply {self.calls + 1}")
         reply = self.replies[self.calls]
         self.calls += 1
-        # what the model sent, so the loop's boundary repairs it as it did when recorded
-        content = reply.received if reply.received is not None else reply.content
+        content = reply.content  # (a copy: the loop's boundary may repair it)
         return Reply(list(content) if isinstance(content, list) else content,
                      reply.stop_reason, reply.usage, reply.model)
 
@@ -136,13 +136,13 @@ def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *
     """
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
-    llm = ReplayLLM(trace.replies())
+    llm = ReplayLLM(trace.sent_replies())
     config = config or trace.config
     with tempfile.TemporaryDirectory(prefix="primer-replay-") as scratch:
         if config.checkpoint_dir is not None:  # same pause path, never the recorded run's files
             config = dataclasses.replace(config, checkpoint_dir=scratch)
-        result = run_agent(llm, trace.task, tools, system=trace.system, config=config,
-                           on_event=on_event, trace=trace_out, messages=trace.history or None)
+        result = run_production(llm, trace.task, tools, system=trace.system, config=config,
+                                on_event=on_event, trace=trace_out, messages=trace.history or None)
     result.checkpoint = None  # the scratch checkpoint is gone
     return ReplayResult(trace, result, _first_divergence(trace, result, llm))
 
@@ -177,7 +177,7 @@ def _first_divergence(trace: Trace, result: AgentResult, llm: ReplayLLM) -> Dive
         return Divergence("stop_cause", max(n_old, 1),
                           recorded="(no stop line: the trace does not say how the run ended)",
                           now=result.stop_cause.value)
-    stop = trace.stop_cause
+    stop = cast(StopCause, trace.stop_cause)  # the trace has a stop line (checked above)
     if stop is not result.stop_cause:
         return Divergence("stop_cause", len(result.steps), recorded=stop.value,
                           now=result.stop_cause.value)

@@ -61,35 +61,30 @@ from typing import IO, Any
 
 import orjson
 
+from primer.harness.files import UnreadableFile, check_writable, read_text
 from primer.loop.config import AgentConfig
-from primer.loop.cost import cost_usd
-from primer.loop.history import with_new_turn
-from primer.loop.jsontext import compact
 from primer.loop.messages import (
     Message,
     assistant_message,
+    compact,
     tool_result_block,
     transcript_content,
     user_message,
+    with_new_turn,
 )
-from primer.loop.model import Reply, Usage
+from primer.loop.model import Reply, Usage, cost_usd
 from primer.loop.result import format_trace_table, step_row
 from primer.loop.state import EventSink, StopCause
-from primer.loop.text import (
-    JSONRefused,
-    UnreadableFile,
-    check_writable,
-    parse_json,
-    read_text,
-    safe_repr,
-)
+from primer.loop.text import JSONRefused, parse_json, safe_repr
 
 from .redaction import may_hold_secret, redact
 from .trace_check import TraceError, check_events
 
 FORMAT_NAME = "primer-trace"
 #: The trace format's version, written in ``run_start``; a reader refuses newer versions.
-FORMAT_VERSION = 1
+#: Version 2 writes what the loop decided about a reply (``refused``, ``received``) beside
+#: the ``reply`` of a ``model_call`` event; version 1 wrote them inside it (still read).
+FORMAT_VERSION = 2
 
 def _line(record: object) -> bytes:
     """One trace line (UTF-8, newline included), written by orjson: compact JSON in well
@@ -121,18 +116,17 @@ def _model_call_outside(data: dict[str, Any]) -> tuple[Any, ...] | None:
     try:
         reply = data["reply"]
         usage = reply["usage"]
-        if not (type(reply) is dict and type(usage) is dict
-                and len(data) == 4 and type(data["step"]) is int
+        if not (type(reply) is dict and type(usage) is dict and len(reply) == 4
+                and len(data) == 4 + ("received" in data) + ("refused" in data)
+                and type(data["step"]) is int
                 and type(data["prompt_estimate"]) is int and type(data["latency_s"]) is float
                 and len(usage) == 4 and type(usage["input_tokens"]) is int
                 and type(usage["output_tokens"]) is int
                 and type(usage["cache_creation_input_tokens"]) is int
                 and type(usage["cache_read_input_tokens"]) is int):
             return None
-        if len(reply) != 4 + ("received" in reply) + ("refused" in reply):
-            return None
-        return (reply["content"], reply["stop_reason"], reply["model"], reply.get("received"),
-                reply.get("refused"))
+        return (reply["content"], reply["stop_reason"], reply["model"], data.get("received"),
+                data.get("refused"))
     except (KeyError, TypeError):  # a field missing, or not a dict where one belongs
         return None
 
@@ -165,7 +159,7 @@ class TraceWriter:
     disk (slower; survives a machine crash, not just a process crash).
 
     Raises ``OSError`` when the file cannot be created,
-    :class:`~primer.loop.text.UnreadableFile` (a ``ValueError``) when ``path`` is a FIFO,
+    :class:`~primer.harness.files.UnreadableFile` (a ``ValueError``) when ``path`` is a FIFO,
     a device, a directory or a symbolic link to nothing, and ``TypeError`` naming the event
     when an event holds a value JSON cannot encode.
     """
@@ -247,8 +241,19 @@ class TraceStep:
 
     @property
     def reply(self) -> Reply:
-        """The recorded model reply."""
+        """The recorded model reply, as the loop took it (its transcript form)."""
         return Reply.from_dict(self.call["reply"])
+
+    @property
+    def sent(self) -> Reply:
+        """The reply as the model sent it: the content before the loop's boundary repaired
+        it (the event's ``received``), when it had to."""
+        reply = self.reply
+        received = self.call.get("received", self.call["reply"].get("received"))  # (version 1)
+        if received is None:
+            return reply
+        content = list(received) if isinstance(received, list) else received
+        return Reply(content, reply.stop_reason, reply.usage, reply.model)
 
 
 @dataclass
@@ -327,8 +332,14 @@ class Trace:
         return list(steps.values())
 
     def replies(self) -> list[Reply]:
-        """The recorded model replies in order (what :class:`ReplayLLM` plays back)."""
+        """The recorded model replies in order, as the loop took them."""
         return [s.reply for s in self.steps()]
+
+    def sent_replies(self) -> list[Reply]:
+        """The recorded model replies in order, as the model sent them (what
+        :class:`~primer.harness.tracing.replay.ReplayLLM` plays back, so a replayed run
+        meets the same repairs and refusals)."""
+        return [s.sent for s in self.steps()]
 
     def messages(self) -> list[Message]:
         """The message list rebuilt from the record: history, task, replies, tool results."""
@@ -398,7 +409,7 @@ class Trace:
 def load_trace(path: PathLike) -> Trace:
     """Read and check a trace file written by :class:`TraceWriter`.
 
-    The file is read with :func:`~primer.loop.text.read_bounded` (a regular file of
+    The file is read with :func:`~primer.harness.files.read_bounded` (a regular file of
     bounded size: a FIFO, a device or a directory is refused) and each line parsed with
     :func:`~primer.loop.text.parse_json` (bounded nesting and integers). A last line
     cut off mid-write (no newline at the end of the file) is dropped with a note in
@@ -448,9 +459,9 @@ def load_trace(path: PathLike) -> Trace:
         raise TraceError(f"{p}, line {n}: {problem}. A trace holds one JSON object per line, "
                          f"as run_agent(..., trace=PATH) writes it.")
     _check_header(p, events[0])
-    for n, e in enumerate(events):
-        if e.get("seq") != n:
-            raise TraceError(f"{p}, line {n + 1}: its seq is {_shown(e.get('seq'))}, not {n}: "
+    for n, ev in enumerate(events):
+        if ev.get("seq") != n:
+            raise TraceError(f"{p}, line {n + 1}: its seq is {_shown(ev.get('seq'))}, not {n}: "
                              f"a line before it is missing or out of order (lines are numbered "
                              f"from 0 as they are written). The trace was edited or cut; "
                              f"record the run again.")

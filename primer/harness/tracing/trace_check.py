@@ -180,8 +180,8 @@ def _check_call(e: dict[str, Any], bad: Callable[[dict[str, Any], str], TraceErr
             raise bad(e, "a tool_use block's id and name must be strings")
     if not isinstance(reply.get("stop_reason"), str):
         raise bad(e, "reply.stop_reason must be a string")
-    if not isinstance(reply.get("refused", {}), dict):
-        raise bad(e, "reply.refused must be an object")
+    if not isinstance(e.get("refused", {}), dict):
+        raise bad(e, "refused must be an object")
     if not isinstance(reply.get("model", ""), str):
         raise bad(e, "reply.model must be a string")
     _check_usage(e, reply.get("usage") or {}, "reply.usage", bad)

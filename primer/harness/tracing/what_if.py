@@ -15,10 +15,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from primer.loop.checks import HANDOFF_TOOL_NAME
-from primer.loop.cost import cost_usd
+from primer.loop.messages import tool_use_block
+from primer.loop.model import cost_usd
 from primer.loop.result import AgentResult
-from primer.loop.state import StopCause, canonical_call
+from primer.loop.state import HANDOFF_TOOL_NAME, StopCause, canonical_call
 from primer.loop.tools import Tool, ToolError
 
 from .replay import replay
@@ -135,13 +135,15 @@ def recorded_tools(trace: Trace) -> list[Tool]:
     for s in trace.steps():
         for x in s.executions:
             if x.get("error_kind") != "not_run":
-                key = canonical_call({"name": x.get("name"), "input": x.get("input")})
+                # the key reads a call's name and input only (a checked trace's names are
+                # strings), so the stand-in block's id is left empty
+                key = canonical_call(tool_use_block("", str(x.get("name")), x.get("input")))
                 queues.setdefault(key, deque()).append((str(x.get("content", "")),
                                                         bool(x.get("is_error"))))
 
     def stand_in(name: str) -> Any:
         def run(**kwargs: Any) -> str:
-            queue = queues.get(canonical_call({"name": name, "input": kwargs}))
+            queue = queues.get(canonical_call(tool_use_block("", name, kwargs)))
             if not queue:
                 raise ToolError(f"{name}: this call is not in the record")
             content, is_error = queue.popleft()

@@ -1,0 +1,93 @@
+"""Summarisers for compaction, and a transcript of turns for a person to read.
+
+``AgentConfig(summarizer=...)`` takes any function of the older messages that returns the
+summary's text (or ``(text, usage)``); the loop's compaction step
+(:func:`primer.loop.loop.compact_if_needed`) calls it. Two come with the course:
+:func:`extractive_summary`, deterministic and offline (no model call, the same text every
+run), and :class:`LLMSummarizer`, one model call. Both read the turns as
+:func:`render_lines` writes them, and fold an earlier summary into the new one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from primer.loop.loop import SUMMARY_HEADER
+from primer.loop.messages import Message, blocks_of, user_message
+from primer.loop.model import LLM, Usage
+
+
+def render_lines(messages: Sequence[Message], result_chars: int = 120) -> list[str]:
+    """One line per text, call and result of ``messages``, texts and results cut to
+    ``result_chars``: ``user: ...``, ``called get_order({...})``, ``  result: ...`` (or
+    ``  error: ...``). What the summarisers read, and a transcript for a person."""
+    lines: list[str] = []
+    for m in messages:
+        for b in blocks_of(m.get("content", "")):
+            kind = b.get("type")
+            if kind == "text":
+                raw = str(b.get("text", ""))
+                text = " ".join(raw.split())
+                if raw.startswith(SUMMARY_HEADER):
+                    lines.extend(raw.splitlines()[1:])  # fold an earlier summary in, whole
+                elif text:
+                    lines.append(f"{m.get('role')}: {text[:result_chars]}")
+            elif kind == "tool_use":
+                args = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
+                lines.append(f"called {b.get('name')}({args})")
+            elif kind == "tool_result":
+                content = " ".join(str(b.get("content", "")).split())
+                mark = "error" if b.get("is_error") else "result"
+                cut = content[:result_chars] + ("…" if len(content) > result_chars else "")
+                lines.append(f"  {mark}: {cut}")
+    return lines
+
+
+def _history(messages: list[Message]) -> list[Message]:
+    """``messages`` without the task: any earlier summary block of ``messages[0]``, then the rest.
+
+    The first message holds the task (which stays in place after compaction, so it is not
+    summarised) and, after an earlier compaction, the summary of older turns; that summary
+    is kept so :func:`render_lines` folds it into the new one instead of losing it.
+    """
+    if not messages:
+        return []
+    first = messages[0]
+    earlier = [b for b in blocks_of(first.get("content", ""))
+               if b.get("type") == "text" and str(b.get("text", "")).startswith(SUMMARY_HEADER)]
+    head: list[Message] = ([{"role": first.get("role", "user"), "content": earlier}]
+                           if earlier else [])
+    return [*head, *messages[1:]]
+
+
+def extractive_summary(messages: list[Message]) -> str:
+    """A deterministic offline summary: one line per thought, call and (shortened) result.
+
+    No model call, so it costs no tokens to make and gives the same text every run; a real
+    harness would use :class:`LLMSummarizer`. ``messages`` are the turns being compacted
+    (the first may hold the task and an earlier summary, which is folded in).
+    """
+    return "\n".join(render_lines(_history(messages)) or ["(nothing to summarise)"])
+
+
+class LLMSummarizer:
+    """Summarise older turns with one model call; returns ``(text, usage)``.
+
+    ``llm`` is any :class:`~primer.loop.model.LLM`; ``max_tokens`` caps the summary's length
+    (tokens). The turns are rendered as text (calls, shortened results) in one user message,
+    so the call carries no tools. The usage is added to the run's totals by the loop.
+    """
+
+    INSTRUCTIONS = ("You compress an agent's working history. Keep every fact the task still "
+                    "needs: ids, numbers, decisions, errors and what was already done. Drop "
+                    "chatter. Write short lines.")
+
+    def __init__(self, llm: LLM, max_tokens: int = 512) -> None:
+        self.llm, self.max_tokens = llm, max_tokens
+
+    def __call__(self, messages: list[Message]) -> tuple[str, Usage]:
+        history = "\n".join(render_lines(_history(messages), result_chars=400))
+        reply = self.llm(system=self.INSTRUCTIONS, tools=[], max_tokens=self.max_tokens,
+                         messages=[user_message(f"Summarise this history:\n{history}")])
+        return reply.text, reply.usage
