@@ -26,6 +26,7 @@ from primer.loop.model import (
     Usage,
     tool_reply,
 )
+from primer.loop.result import AgentResult
 from primer.loop.state import StopCause
 from primer.loop.tools import ToolRegistry, idempotency_key, tool
 from primer.scenarios.inventory import InventoryAPI, RefundDesk, supplier_eta
@@ -69,19 +70,37 @@ def test_a_tools_own_timeout_overrides_the_runs_default():
     assert not execution.is_error and execution.content == "KB-100: 3 in stock"
 
 
-def test_calls_without_a_timeout_run_in_the_callers_thread():
-    assert call_with_timeout(threading.current_thread, None) is threading.current_thread()
-    assert call_with_timeout(threading.current_thread, 1.0) is not threading.current_thread()
+def in_a_thread(fn):
+    """``fn()`` called from a thread that is not the main one; its return value."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join()
+    return out[0], t
 
 
-def test_timed_calls_reuse_long_lived_daemon_workers_instead_of_a_thread_per_call():
+def test_a_call_runs_in_the_callers_thread_on_the_main_thread_and_on_a_worker_elsewhere():
+    here = threading.current_thread()
+    assert call_with_timeout(threading.current_thread, None) is here
+    assert call_with_timeout(threading.current_thread, 1.0) is here  # timed by a timer
+    ran_on, caller = in_a_thread(lambda: call_with_timeout(threading.current_thread, 1.0))
+    assert ran_on is not caller and ran_on.daemon
+    untimed, caller = in_a_thread(lambda: call_with_timeout(threading.current_thread, None))
+    assert untimed is caller
+
+
+def test_timed_calls_off_the_main_thread_reuse_long_lived_daemon_workers():
     from primer.harness.timeouts import _WORKERS
 
-    call_with_timeout(lambda: None, 1.0)
-    started = _WORKERS.started
-    for _ in range(50):
-        assert call_with_timeout(threading.current_thread, 1.0).daemon
-    assert _WORKERS.started == started
+    def fifty() -> list[threading.Thread]:
+        call_with_timeout(lambda: None, 1.0)
+        started = _WORKERS.started
+        threads = [call_with_timeout(threading.current_thread, 1.0) for _ in range(50)]
+        assert _WORKERS.started == started
+        return threads
+
+    threads, _ = in_a_thread(fifty)
+    assert all(t.daemon for t in threads)
 
 
 def test_a_call_that_succeeds_at_once_keeps_one_attempt_and_an_empty_log():
@@ -128,7 +147,7 @@ def test_a_tool_that_never_returns_neither_hangs_the_run_nor_the_interpreter_exi
 # ---------------------------------------------------------------- the watched loop thread
 
 
-def test_a_timed_run_keeps_its_loop_on_the_callers_thread_and_hands_each_call_to_a_worker():
+def test_a_timed_run_keeps_its_loop_on_the_callers_thread_and_its_calls_where_they_can_be_timed():
     import contextvars
 
     threads: dict[str, list[threading.Thread]] = {"model": [], "tool": []}
@@ -151,16 +170,22 @@ def test_a_timed_run_keeps_its_loop_on_the_callers_thread_and_hands_each_call_to
         threads["model"].append(threading.current_thread())
         return script(**request)
 
-    seen.set("the caller's")
-    result = run_production(model, "go", [where], config=AgentConfig(tool_timeout_s=5.0))
+    def run() -> AgentResult:
+        seen.set("the caller's")
+        return run_production(model, "go", [where], config=AgentConfig(tool_timeout_s=5.0))
+
+    here = threading.current_thread()  # the main thread: calls are timed where they are
+    result = run()
     assert result.stop_cause is StopCause.END_TURN
-    here = threading.current_thread()
-    assert threads["model"] == [here] * 3  # the loop ran on the caller's thread
-    assert all(t is not here and t.daemon for t in threads["tool"])  # each call on a worker
+    assert threads["model"] == threads["tool"] + [here] == [here] * 3
+    threads["model"].clear()
+    threads["tool"].clear()
+    script.calls = 0
+    result, caller = in_a_thread(run)  # any other thread: each call goes to a worker
+    assert result.stop_cause is StopCause.END_TURN
+    assert threads["model"] == [caller] * 3  # the loop ran on the caller's thread
+    assert all(t is not caller and t.daemon for t in threads["tool"])
     assert [e.content for e in result.executions] == ["the caller's"] * 2  # its context too
-    untimed = run_production(ScriptedLLM([tool_reply(("where", {"n": 1})), "done"]), "go",
-                             [where], config=AgentConfig(tool_timeout_s=None))
-    assert untimed.stop_cause is StopCause.END_TURN and threads["tool"][-1] is here
 
 
 def hanging_lookup(hangs: int):

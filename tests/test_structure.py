@@ -176,3 +176,37 @@ def test_each_public_name_is_defined_once():
 @pytest.mark.parametrize("name", ["run_agent", "continue_run", "drive"])
 def test_the_loop_s_names_live_in_the_core(name):
     assert public_definitions()[name] == ["primer.loop.loop"]
+
+
+def test_a_core_run_of_two_model_calls_and_one_tool_executes_at_most_ten_modules():
+    """The path a learner reads: every function the run executes, by module (a profiler,
+    not a clock). mini-swe-agent's ``DefaultAgent.run`` runs in 8 for two steps."""
+    from primer.loop.loop import run_agent
+    from primer.loop.model import ScriptedLLM, tool_reply
+    from primer.loop.tools import tool
+
+    @tool
+    def get_order(order_id: str) -> dict[str, str]:
+        """Look an order up.
+
+        Args:
+            order_id: the order's id
+        """
+        return {"id": order_id, "status": "shipped"}
+
+    model = ScriptedLLM([tool_reply(("get_order", {"order_id": "A123"})), "It has shipped."])
+    ran: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            ran.add(frame.f_globals.get("__name__", ""))
+
+    sys.setprofile(profile)
+    try:
+        result = run_agent(model, "Where is order A123?", [get_order])
+    finally:
+        sys.setprofile(None)
+    assert result.stop_cause.value == "end_turn" and len(result.steps) == 2
+    modules = sorted(m for m in ran if m.startswith("primer"))
+    assert all(package_of(m) == "primer.loop" for m in modules), modules
+    assert len(modules) <= 10, modules

@@ -12,11 +12,14 @@ extra µs per step (item 2). The load average is printed first.
    (call the model with the whole history, run each requested tool, append the results,
    stop when no tool is asked for) driven by the same model. Targets: at most
    :data:`DEFAULT_RATIO_TARGET` times the hand-written loop with the default config (a 30 s
-   tool timeout: each call is handed to a worker thread and waited for, the loop staying on
-   the caller's thread), at most :data:`NO_TIMEOUT_RATIO_TARGET` times with
-   ``tool_timeout_s=None``; and flat, the 1,000-step figure at most :data:`FLATNESS_TARGET`
-   times the 200-step one (the loop keeps its token estimate, usage totals and repeat counts
-   incrementally). The core's own :func:`~primer.loop.loop.run_agent` is reported beside.
+   limit on each call, kept by a timer on the main thread), at most
+   :data:`NO_TIMEOUT_RATIO_TARGET` times with ``tool_timeout_s=None``; and flat, the
+   1,000-step figure at most :data:`FLATNESS_TARGET` times the 200-step one, each as a ratio of
+   the hand-written loop measured beside it (the loop keeps its token estimate, usage totals
+   and repeat counts incrementally). Reported beside: the core's own
+   :func:`~primer.loop.loop.run_agent`, and the default config run from another thread, whose
+   timed calls are handed to a worker thread and back (two thread wake-ups: about 10 µs on
+   one CPU, about 80 µs across two idle CPUs of a virtual machine).
 2. **The trace writer**: the extra µs per step of the same run with ``trace=PATH`` (a JSON
    Lines event per model call and per tool call, flushed per line). Target: at most
    :data:`TRACE_TARGET_US`, judged on each variant's fastest round (the median is printed
@@ -35,9 +38,10 @@ extra µs per step (item 2). The load average is printed first.
    beside ``run_production`` (1,000 steps, side by side, default config), with an
    ``async def`` zero-latency model and tool (:class:`AsyncZeroLatencyLLM`,
    :data:`async_noop`: the event loop's own cost), and with the sync model and tool (each
-   handed to a worker thread and back). Targets: at most :data:`ASYNC_RATIO_TARGET` and
-   :data:`ASYNC_SYNC_RATIO_TARGET` times the sync loop (what they were when the two loops
-   still had a body each). And its **fan-out**: one turn of :data:`ASYNC_FANOUT_CALLS`
+   handed to a worker thread and back). Target: at most :data:`ASYNC_RATIO_TARGET` times the
+   sync loop with the async model and tool (what it was when the two loops still had a body
+   each); the sync ones are reported (two thread hand-offs a step: the machine's figure).
+   And its **fan-out**: one turn of :data:`ASYNC_FANOUT_CALLS`
    ``async def`` tools of :data:`ASYNC_FANOUT_S` each, wall time divided by the slowest
    call. Target: at most :data:`FANOUT_TARGET`.
 6. **Peak memory** of a 1,000-step run (``tracemalloc``, MiB).
@@ -64,6 +68,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable
@@ -81,7 +86,6 @@ from primer.scenarios.parallel import seeded_latencies, waiting_tool
 #: Targets the benchmark checks (see the module docstring).
 IMPORT_TARGET_MS = 100.0
 ASYNC_RATIO_TARGET = 2.4
-ASYNC_SYNC_RATIO_TARGET = 5.1
 DEFAULT_RATIO_TARGET = 25.0
 NO_TIMEOUT_RATIO_TARGET = 10.0
 FLATNESS_TARGET = 1.2
@@ -222,6 +226,26 @@ def core_variant(steps: int) -> None:
     result = run_agent(ZeroLatencyLLM(steps), "benchmark", [noop], config=bench_config(steps))
     if len(result.steps) != steps or result.stop_cause.value != "end_turn":
         raise RuntimeError(f"benchmark run took {len(result.steps)} steps, expected {steps}")
+
+
+def off_main_thread(variant: Variant) -> Variant:
+    """``variant`` run from a thread that is not the main one: its timed calls go to a worker
+    thread (a timer can interrupt calls on the main thread only)."""
+    def run(steps: int) -> None:
+        failed: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                variant(steps)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+                failed.append(e)
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+        if failed:
+            raise failed[0]
+    return run
 
 
 def agent_variant(make_llm: Callable[[int], Callable[..., Reply]] = ZeroLatencyLLM,
@@ -401,13 +425,14 @@ def _overhead(rounds: int) -> bool:
     variants = {"hand-written loop": hand_variant,
                 "run_production, default config": agent_variant(),
                 "run_production, tool_timeout_s=None": agent_variant(tool_timeout_s=None),
-                "run_agent, the core alone": core_variant}
+                "run_agent, the core alone": core_variant,
+                "run_production, off the main thread": off_main_thread(agent_variant())}
     print(f"harness overhead (zero-latency model, one tool call a step; median of {rounds} "
           f"rounds, the variants side by side):", flush=True)
     by_steps = {n: side_by_side(variants, n, rounds * 1_000 // n) for n in (200, 1_000)}
     for n, figures in by_steps.items():
         for name, o in figures.items():
-            print(f"  {n:>5,} steps, {name:36}: {o.wall_us:7.1f} µs/step wall, "
+            print(f"  {n:>5,} steps, {name:37}: {o.wall_us:7.1f} µs/step wall, "
                   f"{o.cpu_us:7.1f} CPU", flush=True)
     at_1000, hand = by_steps[1_000], by_steps[1_000]["hand-written loop"]
     default, untimed = (at_1000["run_production, default config"],
@@ -420,13 +445,27 @@ def _overhead(rounds: int) -> bool:
                 untimed.cpu_us / hand.cpu_us)
     for name in ("run_production, default config", "run_production, tool_timeout_s=None"):
         ok &= _line(f"growth 200 -> 1,000 steps, {name.removeprefix('run_production, ')}",
-                    by_steps[1_000][name].wall_us / by_steps[200][name].wall_us,
-                    FLATNESS_TARGET)
+                    growth(by_steps, name, "wall_us"), FLATNESS_TARGET,
+                    growth(by_steps, name, "cpu_us"))
+    handed = at_1000["run_production, off the main thread"].wall_us - default.wall_us
+    print(f"  a timed call off the main thread goes to a worker thread and back: about "
+          f"{handed:.0f} µs more a step (two thread wake-ups; this machine's figure)",
+          flush=True)
     scripted = side_by_side({"scripted": agent_variant(scripted_llm, tool_timeout_s=None)},
                             200, rounds)["scripted"]
     print(f"  ScriptedLLM instead (its incremental token estimate included), no tool "
           f"timeout: {scripted.wall_us:.1f} µs/step at 200 steps", flush=True)
     return ok
+
+
+def growth(by_steps: dict[int, dict[str, Overhead]], name: str, field: str) -> float:
+    """How ``name``'s cost per step grows from 200 to 1,000 steps, each measured as a ratio
+    of the hand-written loop beside it: the two sizes run minutes apart, and a machine that
+    slowed down meanwhile slows both alike."""
+    def ratio(n: int) -> float:
+        return float(getattr(by_steps[n][name], field) / getattr(by_steps[n]["hand-written loop"],
+                                                                 field))
+    return ratio(1_000) / ratio(200)
 
 
 def _trace(rounds: int, scratch: str) -> bool:
@@ -464,12 +503,13 @@ def _async(rounds: int, quick: bool) -> bool:
     for name, o in figures.items():
         print(f"  {name:38}: {o.wall_us:7.1f} µs/step wall, {o.cpu_us:7.1f} CPU", flush=True)
     sync = figures["run_production, default config"]
-    ok = True
-    for name, target in (("run_agent_async, async model and tool", ASYNC_RATIO_TARGET),
-                         ("run_agent_async, sync model and tool", ASYNC_SYNC_RATIO_TARGET)):
-        o = figures[name]
-        ok &= _line(f"{name.removeprefix('run_agent_async, ')} vs the sync loop",
-                    o.wall_us / sync.wall_us, target, o.cpu_us / sync.cpu_us)
+    o = figures["run_agent_async, async model and tool"]
+    ok = _line("async model and tool vs the sync loop", o.wall_us / sync.wall_us,
+               ASYNC_RATIO_TARGET, o.cpu_us / sync.cpu_us)
+    o = figures["run_agent_async, sync model and tool"]
+    print(f"  sync model and tool vs the sync loop: {o.wall_us / sync.wall_us:.2f}x (each "
+          f"handed to a worker thread and back, two thread wake-ups a call; no target: "
+          f"the machine's figure)", flush=True)
     f = async_fan_out(repeats=1 if quick else 3)
     return ok & _line(f"async fan-out, {f.calls} async tools of {ASYNC_FANOUT_S * 1000:g} ms "
                       f"(wall / slowest call)", f.efficiency, FANOUT_TARGET)

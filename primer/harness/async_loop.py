@@ -192,6 +192,8 @@ async def run_call_async(state: RunState, block: ToolUseBlock,
     inputs = state.inputs
     if inputs.cancel is not None and inputs.cancel.is_set():
         return cancelled_call(state, block)
+    if inputs.recorder is None:
+        return await run_tool_async(inputs.runner, block)
     durable = start_call(state, block)
     execution = await run_tool_async(inputs.runner, block)
     return finish_call(state, execution, record or durable)

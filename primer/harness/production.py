@@ -5,10 +5,10 @@ production adds changes none of it; each piece plugs into a seam the core alread
 (:class:`~primer.loop.state.RunInputs`), and :func:`start_production` is the list:
 
 * the **tool runner** (``runner``): :class:`~primer.harness.runner.ToolRunner` gives each
-  call a time limit (the call is handed to a persistent worker thread; the loop stays on
-  the caller's thread), retries transient errors with backoff, keeps side effects to one
-  attempt unless they take an idempotency key, and wraps each call in the run's
-  ``before_tool`` / ``after_tool`` hooks;
+  call a time limit (:mod:`primer.harness.timeouts`: a timer on the main thread, a worker
+  thread elsewhere; the loop stays on the caller's thread), retries transient errors with
+  backoff, keeps side effects to one attempt unless they take an idempotency key, and wraps
+  each call in the run's ``before_tool`` / ``after_tool`` hooks;
 * the **event sink** (``on_event``): a :class:`~primer.harness.tracing.trace.TraceWriter`
   records every event as a JSON Lines trace, and forwards it to the caller's listener;
   ``after_reply`` hooks listen there too;
@@ -70,10 +70,10 @@ def run_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (
     ``config.tool_timeout_s``, ``tool_retries`` and ``checkpoint_dir`` take effect here (the
     core loop has no time limits, tool retries or journal).
 
-    The loop runs on this thread; a call with a time limit runs on a persistent worker
-    thread, and one that passes its limit is answered as a timeout (one that returns only
-    after it too, never as a late success). A tool holding the GIL in C code cannot be
-    interrupted and holds the run until it returns: run it with
+    The loop runs on this thread. A call that passes its limit is answered as a timeout (one
+    that returns only after it too, never as a late success): on the main thread a timer
+    interrupts it, elsewhere it is abandoned on a worker thread. A tool holding the GIL in C
+    code cannot be interrupted and holds the run until it returns: run it with
     :func:`~primer.harness.timeouts.run_in_subprocess`. Raises what ``run_agent`` raises,
     and ``TypeError`` for hooks that are not ``Hooks``.
     """

@@ -1,21 +1,33 @@
-"""Timeouts: run a call so the harness can stop waiting for it, or kill it in a process.
+"""Timeouts: stop waiting for a call at its limit, interrupt it where Python can, or kill it.
 
-Every tool call gets a limit in seconds. :func:`call_with_timeout` hands the call to a
-long-lived daemon worker thread and waits for it there, with the limit as the wait's timeout
-(:class:`~primer.harness.retry.ToolTimeout`). The loop itself stays on the caller's thread
-(thread-locals, context variables, a debugger and signal handling all stay with it); only
-the call moves. The workers live as long as the process and are reused, so a call costs two
-thread wake-ups (about ten microseconds), not a thread start; they are daemon threads, so a
-tool that never returns can keep neither the run nor the interpreter's exit waiting.
-(``concurrent.futures`` pools are not used for this: since Python 3.9 their workers are
-joined at interpreter exit, so one hung call would hang exit.) A worker stuck in a hung call
-stays busy; the next call gets another.
+Every tool call gets a limit in seconds, and the loop stays on the caller's thread
+(thread-locals, context variables, a debugger all stay with it). :func:`call_with_timeout`
+keeps the limit one of two ways:
 
-What a thread cannot do: Python has no way to stop another thread. A timed-out call is
-*abandoned*, not stopped; it keeps running in the background and its side effect (a refund,
-an email) may still happen after the harness reported a timeout. To run a tool that may hang
-somewhere it can really be stopped, use :func:`run_in_subprocess` (or wrap its function with
-:func:`in_subprocess`): the call runs in a fresh process that is killed on timeout.
+* **On the main thread** it runs the call right there and sets a timer (``SIGALRM``): at the
+  limit the timer's handler raises inside the call, which stops it where Python code runs
+  next (a ``time.sleep``, a socket read, a lock, a loop in Python), and the call becomes a
+  :class:`~primer.harness.retry.ToolTimeout` ("it was interrupted"). The timer rings again
+  every second in case the call swallowed the first ring with a bare ``except:``. No thread
+  is involved, so the call costs two system calls, and a timed-out call does not go on in
+  the background. The first such call installs the harness's handler for ``SIGALRM``, which
+  acts only while a call is timed; a program that uses ``SIGALRM`` itself (its own handler,
+  or a timer of its own armed) keeps it, and its calls go the second way.
+* **On any other thread** (a reply's parallel calls, a server's request thread) it hands the
+  call to a long-lived daemon worker thread and waits for it there, with the limit as the
+  wait's timeout. A thread cannot be stopped: at the limit the call is *abandoned*, it may
+  still finish later, side effects included. Handing a call over costs two thread wake-ups
+  (from about ten to about a hundred microseconds, depending on the machine: ``make bench``
+  shows it). The workers are reused and are daemon threads, so a tool that never returns
+  can keep neither the run nor the interpreter's exit waiting. (``concurrent.futures``
+  pools are not used for this: their workers are joined at interpreter exit.)
+
+What neither can interrupt: C code holding the GIL (a backtracking regular expression, a huge
+integer power), and a C library that retries an interrupted system call without returning to
+Python (a few database drivers). Such a call holds the run until it returns, and is then
+answered as a timeout. To run a tool that may hang *somewhere it can really be stopped*, use
+:func:`run_in_subprocess` (or wrap its function with :func:`in_subprocess`): the call runs in
+a fresh process that is killed on timeout.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -52,12 +65,11 @@ class _Job:
         self.error: BaseException | None = None
 
     def run(self) -> None:
+        """Call ``fn``; keep its value or error (``done`` is released by the worker)."""
         try:
             self.value = self.fn()
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             self.error = e
-        finally:
-            self.done.release()
 
 
 class _DaemonWorkers:
@@ -89,9 +101,10 @@ class _DaemonWorkers:
         while True:
             job = self._jobs.get()
             job.run()
-            del job
-            with self._lock:
+            with self._lock:  # idle again before the caller wakes, so its next call reuses it
                 self._idle += 1
+            job.done.release()
+            del job
 
 
 _WORKERS = _DaemonWorkers()
@@ -105,18 +118,94 @@ def start_daemon(fn: Callable[[], Any]) -> None:
     _WORKERS.submit(fn)
 
 
+class _AlarmRang(BaseException):
+    """Raised by the timer's handler inside a call past its limit: a ``BaseException``, so a
+    tool's ``except Exception`` does not swallow it. ``token`` names the call it is for."""
+
+    def __init__(self, token: object) -> None:
+        super().__init__("the call's time limit passed")
+        self.token = token
+
+
+class _Alarm:
+    """The main thread's call timer: at most one timed call at a time (a call timed inside
+    another, a sub-agent's, goes to a worker thread instead)."""
+
+    #: Seconds between the rings after the first, while the call has not ended.
+    RING_AGAIN_S = 1.0
+
+    def __init__(self) -> None:
+        self.armed: object | None = None
+        self.mine = False  # the handler is installed
+        self.given_up = not (hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM"))
+
+    def ring(self, signum: int, frame: object) -> None:
+        token = self.armed
+        if token is not None:  # (a ring that arrives after the call ended does nothing)
+            raise _AlarmRang(token)
+
+    def usable(self) -> bool:
+        """Whether this call can be timed here: the main thread, no timed call under way,
+        and ``SIGALRM`` free (its default action, or our handler; no timer armed)."""
+        if self.given_up or self.armed is not None \
+                or threading.current_thread() is not threading.main_thread():
+            return False
+        if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+            return False  # someone's timer runs
+        handler = signal.getsignal(signal.SIGALRM)
+        if handler is signal.SIG_DFL:
+            try:
+                signal.signal(signal.SIGALRM, self.ring)
+            except (ValueError, OSError):  # not the main interpreter
+                self.given_up = True
+                return False
+            self.mine = True
+            return True
+        return bool(self.mine and handler == self.ring)
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        """``fn()`` under the timer: :class:`ToolTimeout` (``stopped``) when it rang."""
+        token = object()
+        start = time.monotonic()
+        try:
+            self.armed = token
+            try:
+                signal.setitimer(signal.ITIMER_REAL, timeout_s, self.RING_AGAIN_S)
+                value = fn()
+            finally:
+                self.disarm()
+        except _AlarmRang as ring:
+            self.disarm()  # (again: the ring may have cut the first one short)
+            if ring.token is not token:
+                raise
+            raise ToolTimeout(timeout_s, stopped=True, how="it was interrupted") from None
+        elapsed = time.monotonic() - start
+        if elapsed > timeout_s:  # it held the GIL, or swallowed every ring
+            raise ToolTimeout.finished_late(timeout_s, elapsed)
+        return value
+
+    def disarm(self) -> None:
+        self.armed = None
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+_ALARM = _Alarm()
+
+
 def call_with_timeout(fn: Callable[[], Any], timeout_s: float | None) -> Any:
     """``fn()``, but raise :class:`ToolTimeout` if it has not returned after ``timeout_s`` s.
 
-    With ``timeout_s=None`` the call runs in the calling thread. Else it runs on a
-    long-lived daemon worker thread, with the caller's ``contextvars``; on timeout the worker
-    is abandoned (Python cannot stop a thread), so the call may still finish later, side
-    effects included. A call that returns only after its limit (it held the GIL, so the
-    waiter could not wake) is a timeout too, never a late success. Exceptions raised by
-    ``fn`` are re-raised in the caller.
+    With ``timeout_s=None`` the call runs in the calling thread, unwatched. On the main
+    thread it runs there under a timer that interrupts it at the limit (``stopped=True``);
+    on another thread, or when the program uses ``SIGALRM`` itself, it runs on a long-lived
+    daemon worker thread with the caller's ``contextvars`` and is abandoned at the limit (see
+    the module docstring). A call that returns only after its limit is a timeout too, never
+    a late success. Exceptions raised by ``fn`` are re-raised in the caller.
     """
     if timeout_s is None:
         return fn()
+    if _ALARM.usable():
+        return _ALARM.call(fn, timeout_s)
     context = contextvars.copy_context()  # the caller's context (its current run) goes along
     start = time.monotonic()
     job = _WORKERS.submit(lambda: context.run(fn))

@@ -38,7 +38,7 @@ from .tools import ToolExecution, ToolRegistry
 # ---------------------------------------------------------------- what the loop waits for
 
 
-@dataclass
+@dataclass(slots=True)
 class ModelCall:
     """Call the run's model with ``request`` (its keyword arguments); send back the reply,
     or :class:`Raised` with what the call raised."""
@@ -46,7 +46,7 @@ class ModelCall:
     request: dict[str, Any]
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCalls:
     """Run ``calls`` (each through :func:`run_call`, concurrently); send back their
     executions in the same order. ``record_all``: record every result durably."""
@@ -55,14 +55,14 @@ class ToolCalls:
     record_all: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Sleep:
     """Wait ``seconds`` before the next attempt of a model call; send back ``None``."""
 
     seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Raised:
     """What a model call raised, handed back to the loop as a value."""
 
@@ -84,8 +84,8 @@ def call_model(state: RunState) -> Waits:
     counting the usage failed attempts reported; no tool runs again. Returns a ``model_error``
     stop when the call failed for good or returned something unusable, else ``None``.
     :class:`~primer.loop.model.ScriptExhausted` (a bug in a script) propagates."""
-    prompt_estimate, failed = state.prompt_estimate, list[dict[str, Any]]()
-    start = time.perf_counter()
+    prompt_estimate, start = state.prompt_estimate, time.perf_counter()
+    failed: list[dict[str, Any]] = []
     while True:
         answer = yield ModelCall(model_request(state))
         if not isinstance(answer, Raised):

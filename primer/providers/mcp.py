@@ -331,6 +331,9 @@ class MCPConnection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
             self._lost = self._lost or _describe(e)
             raise ToolError(self._gone_message(name)) from None
+        except BaseException:  # the wait was interrupted (the harness's timer, Ctrl-C):
+            future.cancel()    # the request is cancelled, not left running
+            raise
         text = mcp_result_text(result)
         return ToolOutput(text, is_error=True) if result.is_error else text
 

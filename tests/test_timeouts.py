@@ -1,0 +1,125 @@
+"""A call's time limit: interrupted by a timer on the main thread, abandoned on a worker
+thread elsewhere, and the program's own SIGALRM left alone."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from primer.harness import timeouts
+from primer.harness.retry import ToolTimeout
+from primer.harness.timeouts import call_with_timeout
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no SIGALRM here")
+
+
+def workers_started() -> int:
+    return timeouts._WORKERS.started
+
+
+def test_on_the_main_thread_a_hung_call_is_interrupted_where_it_waits_and_cleans_up():
+    cleaned, before = [], workers_started()
+
+    def hangs() -> str:
+        try:
+            time.sleep(30)
+            return "never"
+        finally:
+            cleaned.append("finally ran")
+
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as caught:
+        call_with_timeout(hangs, 0.05)
+    assert time.monotonic() - start < 5
+    assert caught.value.stopped and "it was interrupted" in str(caught.value)
+    assert cleaned == ["finally ran"]  # it stopped there and then, not later in the background
+    assert workers_started() == before  # no thread was involved
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_call_that_swallows_the_first_ring_is_rung_again(monkeypatch):
+    monkeypatch.setattr(timeouts._Alarm, "RING_AGAIN_S", 0.05)
+    swallowed = []
+
+    def stubborn() -> None:
+        while True:
+            try:
+                time.sleep(30)
+            except BaseException:  # noqa: BLE001 - the tool under test swallows everything
+                if swallowed:
+                    raise
+                swallowed.append("once")
+
+    with pytest.raises(ToolTimeout):
+        call_with_timeout(stubborn, 0.05)
+    assert swallowed == ["once"]
+
+
+def test_a_call_that_ends_in_time_returns_and_a_ring_after_it_does_nothing():
+    assert call_with_timeout(lambda: 42, 5.0) == 42
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    timeouts._ALARM.ring(signal.SIGALRM, None)  # a ring that arrives late: nothing happens
+
+
+def test_a_programs_own_sigalrm_handler_is_kept_and_its_calls_go_to_a_worker():
+    rang = []
+
+    def mine(signum: int, frame: object) -> None:
+        rang.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        threads = []
+        assert call_with_timeout(lambda: threads.append(threading.current_thread()), 5.0) \
+            is None
+        assert threads[0] is not threading.main_thread()  # handed to a worker
+        assert signal.getsignal(signal.SIGALRM) is mine
+        with pytest.raises(ToolTimeout) as caught:
+            call_with_timeout(lambda: time.sleep(0.5), 0.05)
+        assert not caught.value.stopped  # abandoned: a thread cannot be stopped
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert rang == []
+
+
+def test_a_timer_the_program_armed_is_kept():
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 60)
+        assert call_with_timeout(threading.current_thread, 5.0) is not threading.main_thread()
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 50
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_off_the_main_thread_a_call_is_abandoned_at_its_limit():
+    out: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            call_with_timeout(lambda: time.sleep(0.5), 0.05)
+        except ToolTimeout as e:
+            out.append(e)
+
+    t = threading.Thread(target=caller)
+    t.start()
+    t.join()
+    assert len(out) == 1 and not out[0].stopped and "may still be running" in str(out[0])
+
+
+def test_a_timed_call_inside_a_timed_call_goes_to_a_worker_and_the_outer_limit_still_holds():
+    inner_threads = []
+
+    def outer() -> None:  # e.g. a sub-agent, whose own tool calls are timed too
+        call_with_timeout(lambda: inner_threads.append(threading.current_thread()), 5.0)
+        time.sleep(30)
+
+    with pytest.raises(ToolTimeout) as caught:
+        call_with_timeout(outer, 0.1)
+    assert caught.value.stopped
+    assert inner_threads and inner_threads[0] is not threading.main_thread()
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
