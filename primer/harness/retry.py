@@ -71,15 +71,17 @@ class ToolTimeout(TransientToolError):
         self.reason = reason
 
     @classmethod
-    def finished_late(cls, timeout_s: float, elapsed_s: float) -> ToolTimeout:
+    def finished_late(cls, timeout_s: float, elapsed_s: float,
+                      why: str = "a tool that holds the GIL or blocks the event loop cannot be "
+                                 "interrupted") -> ToolTimeout:
         """A call that returned only after ``elapsed_s`` seconds, past its limit of
-        ``timeout_s``: no one could interrupt it (it held the GIL in C code, or an ``async
-        def`` tool blocked the event loop), so its result is discarded and the call is
-        answered as a timeout, never as a late success."""
+        ``timeout_s``: nothing could interrupt it (``why``: it held the GIL in C code, an
+        ``async def`` tool blocked the event loop, it swallowed the interruption), so its
+        result is discarded and the call is answered as a timeout, never as a late
+        success."""
         return cls(timeout_s, stopped=True,
                    how=f"it returned only after {elapsed_s:.3g} s and its result was "
-                       f"discarded; a tool that holds the GIL or blocks the event loop cannot "
-                       f"be interrupted: run it with run_in_subprocess")
+                       f"discarded; {why}: run it with run_in_subprocess")
 
 
 # ---------------------------------------------------------------- time and backoff

@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 import multiprocessing
 import os
 import pickle
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from primer.loop.tools import ToolError
@@ -127,29 +130,63 @@ class _AlarmRang(BaseException):
         self.token = token
 
 
+def _timed(fn: Callable[[], Any]) -> Any:
+    """``fn()``: the frame the timer's handler looks for to know the timed call still runs."""
+    return fn()
+
+
+def _in_timed_call(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code is _timed.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _Alarm:
     """The main thread's call timer: at most one timed call at a time (a call timed inside
     another, a sub-agent's, goes to a worker thread instead)."""
 
     #: Seconds between the rings after the first, while the call has not ended.
     RING_AGAIN_S = 1.0
+    #: A ring this soon after a call ended is that call's, arriving late (seconds).
+    LATE_RING_S = 0.1
 
     def __init__(self) -> None:
         self.armed: object | None = None
+        self.rang = False
         self.mine = False  # the handler is installed
+        self.ended_at = -math.inf
         self.given_up = not (hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM"))
 
-    def ring(self, signum: int, frame: object) -> None:
+    def ring(self, signum: int, frame: FrameType | None) -> None:
+        """The ``SIGALRM`` handler. It interrupts the timed call, when the call still runs
+        (its frame is on the stack); a timer left armed after its call (a Ctrl-C cut the
+        disarm short) is stopped here instead, and a ring that arrives just after its call
+        ended is dropped. A timer of someone else's (the program's ``signal.alarm``, between
+        calls) gets what ``SIGALRM``'s default action does: the process ends."""
         token = self.armed
-        if token is not None:  # (a ring that arrives after the call ended does nothing)
-            raise _AlarmRang(token)
+        if token is not None:
+            if _in_timed_call(frame):
+                self.rang = True
+                raise _AlarmRang(token)
+            self.disarm()
+            return
+        if time.monotonic() - self.ended_at < self.LATE_RING_S:
+            return
+        self.mine = False
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGALRM)
 
     def usable(self) -> bool:
         """Whether this call can be timed here: the main thread, no timed call under way,
         and ``SIGALRM`` free (its default action, or our handler; no timer armed)."""
-        if self.given_up or self.armed is not None \
-                or threading.current_thread() is not threading.main_thread():
+        if self.given_up or threading.current_thread() is not threading.main_thread():
             return False
+        if self.armed is not None:
+            if _in_timed_call(sys._getframe()):
+                return False  # timed inside a timed call (a sub-agent's): a worker's job
+            self.disarm()  # left armed by a call a Ctrl-C cut short
         if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
             return False  # someone's timer runs
         handler = signal.getsignal(signal.SIGALRM)
@@ -161,32 +198,38 @@ class _Alarm:
                 return False
             self.mine = True
             return True
-        return bool(self.mine and handler == self.ring)
+        self.mine = handler == self.ring  # ours again once a program restores it
+        return self.mine
 
     def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
         """``fn()`` under the timer: :class:`ToolTimeout` (``stopped``) when it rang."""
         token = object()
         start = time.monotonic()
+        self.armed, self.rang = token, False
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, self.RING_AGAIN_S)
         try:
-            self.armed = token
-            try:
-                signal.setitimer(signal.ITIMER_REAL, timeout_s, self.RING_AGAIN_S)
-                value = fn()
-            finally:
-                self.disarm()
+            value = _timed(fn)
         except _AlarmRang as ring:
-            self.disarm()  # (again: the ring may have cut the first one short)
-            if ring.token is not token:
+            if ring.token is not token:  # pragma: no cover - one timed call at a time
                 raise
             raise ToolTimeout(timeout_s, stopped=True, how="it was interrupted") from None
+        finally:
+            self.disarm()
         elapsed = time.monotonic() - start
-        if elapsed > timeout_s:  # it held the GIL, or swallowed every ring
-            raise ToolTimeout.finished_late(timeout_s, elapsed)
+        if elapsed > timeout_s:
+            raise ToolTimeout.finished_late(
+                timeout_s, elapsed,
+                "a call that holds the GIL or swallows the interruption cannot be stopped"
+                if self.rang else "a call that holds the GIL, or stops the harness's timer "
+                "(SIGALRM) for its own use, cannot be interrupted")
         return value
 
     def disarm(self) -> None:
+        """Stop the timer. (Should an interruption cut this short, the timer's next ring
+        finishes it.)"""
         self.armed = None
         signal.setitimer(signal.ITIMER_REAL, 0)
+        self.ended_at = time.monotonic()
 
 
 _ALARM = _Alarm()
