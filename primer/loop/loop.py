@@ -147,7 +147,7 @@ def drive(state: RunState, turns: Turns) -> AgentResult:
                 outcome = ask(state.inputs.llm, wait.request)
             elif isinstance(wait, ToolCalls):
                 outcome = run_calls(state, wait.calls, wait.record_all)
-            else:
+            else:  # a Sleep: the backoff before a model call's next attempt
                 state.config.sleep(wait.seconds)
                 outcome = None
     finally:
