@@ -395,3 +395,58 @@ def test_a_hook_cannot_change_an_input_into_one_the_predicate_gates():
                                                       {"amount_usd": 40.0})), done()]),
                             "hi", [refund], hooks=inflate, config=AgentConfig(**FAST))
     assert paid == [] and result.executions[0].error_kind == "hook_error"
+
+
+def shifting(field, values):
+    """A Reply subclass whose ``field`` answers the next of ``values`` at each read."""
+    answers = iter(values * 10)
+    return type("Shifting", (Reply,), {field: property(lambda self: next(answers),
+                                                       lambda self, v: None)})
+
+
+@pytest.mark.parametrize("field, values", [
+    ("content", [[text_block("a")], [text_block("a")], 42]),
+    ("stop_reason", ["end_turn", 5]),
+    ("usage", [Usage(1, 1), Usage(1, 1), "junk"]),
+    ("model", ["m", object()]),
+])
+@pytest.mark.parametrize("turn", range(3))
+def test_a_reply_whose_fields_change_between_reads_is_read_once(field, values, turn):
+    Shifting = shifting(field, values[turn:] + values[:turn])  # each rotation of the answers
+    result = run_production(lambda **kw: Shifting([text_block("a")], "end_turn", Usage(1, 1)),
+                            "go", config=AgentConfig(**FAST))
+    assert result.stop_cause in (StopCause.END_TURN, StopCause.MODEL_ERROR)
+    assert not messages_problems(result.messages)
+
+
+def test_a_field_that_raises_when_read_is_a_model_error():
+    class Raising(Reply):
+        @property
+        def usage(self):
+            raise RuntimeError("boom")
+
+        @usage.setter
+        def usage(self, value):
+            pass
+
+    result = run_production(lambda **kw: Raising([text_block("a")], "end_turn"), "go")
+    assert result.stop_cause == StopCause.MODEL_ERROR
+    assert "could not be read (RuntimeError: boom)" in result.stop_detail
+
+
+def test_a_usage_subclass_cannot_vouch_for_its_own_counts():
+    class Lenient(Usage):
+        def problem(self):
+            return None
+
+    calls = []
+
+    def model(**kw):
+        calls.append(1)
+        return Reply([tool_use_block(f"toolu_{len(calls)}", "echo", {})], "tool_use",
+                     Lenient(float("nan"), 1_000_000))
+
+    result = run_production(model, "go", [tool(lambda: "ok", name="echo", description="Say ok.")],
+                            config=AgentConfig(token_budget=1000, **FAST))
+    assert result.stop_cause == StopCause.MODEL_ERROR and len(calls) == 1
+    assert "usage.input_tokens is nan" in result.stop_detail

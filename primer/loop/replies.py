@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .messages import Block, ToolUseBlock, text_block, tool_use_block, valid_text
-from .model import MAX_USAGE_TOKENS, STOP_REASONS, Reply, Usage
+from .model import MAX_USAGE_TOKENS, STOP_REASONS, USAGE_FIELDS, Reply, Usage
 from .schema import json_type, object_problem
 from .state import BlockCheck
 from .text import MAX_INPUT_DEPTH, MAX_INT_DIGITS, json_problem, safe_repr, safe_str
@@ -100,8 +100,13 @@ def accept_reply(raw: Any, call_no: int, taken: set[str],
             reply.tool_uses = calls
             return Accepted(reply)
         usage = u
-    else:
-        problem = reply_problem(raw)  # the uncommon shapes: check, then convert
+    else:  # the uncommon shapes: read each field once, check, then convert
+        try:
+            raw = _fields_once(raw)
+        except Exception as e:  # noqa: BLE001 - a field that raises when read
+            return f"a reply whose fields could not be read ({type(e).__name__}: " \
+                   f"{safe_str(e, 200)})"
+        problem = reply_problem(raw)
         if problem:
             return problem
         usage = raw.usage if isinstance(raw.usage, Usage) else Usage.from_dict(raw.usage)
@@ -112,6 +117,21 @@ def accept_reply(raw: Any, call_no: int, taken: set[str],
     # (plain strings: a subclass or an enum of str is not)
     reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
     return Accepted(reply, refused or None, received)
+
+
+def _fields_once(raw: Any) -> Any:
+    """A plain :class:`Reply` holding what each field of ``raw`` (a :class:`Reply` subclass,
+    say) answered when read once, so that a field that answers differently on each read
+    cannot pass the check and then be something else; its usage a plain :class:`Usage` too.
+    Anything else is returned as it is (:func:`reply_problem` refuses it)."""
+    if not isinstance(raw, Reply):
+        return raw
+    content, usage = raw.content, raw.usage
+    if isinstance(content, list) and type(content) is not list:
+        content = list(content)
+    if isinstance(usage, Usage) and type(usage) is not Usage:
+        usage = Usage(*(getattr(usage, name) for name in USAGE_FIELDS))
+    return Reply(content, raw.stop_reason, usage, raw.model)
 
 
 _MAX = MAX_USAGE_TOKENS  # bound here for the fast path
@@ -190,7 +210,7 @@ def reply_problem(reply: Any) -> str | None:
         except (TypeError, ValueError) as e:
             return f"an unreadable usage ({safe_str(e, 200)})"
     elif isinstance(reply.usage, Usage):
-        problem = reply.usage.problem()
+        problem = Usage.problem(reply.usage)  # the class's own check, not a subclass's
         if problem:
             return f"an untrustworthy usage ({problem}), so the run's budgets could not be " \
                    f"enforced"
