@@ -88,3 +88,12 @@ def test_export_reads_a_null_usage_count_as_0_without_a_traceback(events, tmp_pa
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err and not caplog.records
     assert json.loads(captured.out)["resourceSpans"]
+
+
+def test_replay_refuses_a_trace_whose_task_is_empty_in_one_line(events, tmp_path, capsys):
+    path = _write(events, tmp_path, lambda L: L[0].__setitem__("task", ""))
+    capsys.readouterr()
+    assert main(["trace", "show", str(path)]) == 0  # still readable
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no task text" in err

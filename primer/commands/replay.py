@@ -54,10 +54,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         trace = load_trace(args.file)
         demo = get_demo(args.scenario) if args.scenario else demo_for(trace)
+        result = replay(trace, demo.make_tools())
     except (TraceError, KeyError, LookupError) as e:
         print(f"replay: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return USAGE_ERROR
-    result = replay(trace, demo.make_tools())
     print(f"tools from demo: {demo.name}")
     print(result.report())
     return 0 if result.matches else 1

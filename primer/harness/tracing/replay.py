@@ -25,6 +25,7 @@ from primer.loop.tools import Tool, ToolRegistry
 
 from ..production import run_production
 from .trace import PathLike, Trace, load_trace, redact
+from .trace_check import TraceError
 
 
 class ReplayExhausted(RuntimeError):
@@ -132,10 +133,14 @@ def replay(trace: Trace | PathLike, tools: ToolRegistry | Iterable[Tool] = (), *
     pause runs the calls that need no approval, as it did, and the recorded run's checkpoints
     are never touched). A run stopped by the wall clock will not stop there again (replays
     are fast), which shows as a ``stop_cause`` divergence. Raises :class:`TraceError` for an
-    unreadable trace.
+    unreadable trace or one with no task.
     """
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
+    if not trace.task.strip():
+        where = trace.path or "the trace"
+        raise TraceError(f"{where}: its run_start has no task text, so there is no run to "
+                         f"replay (a run always starts with one); `trace show` still reads it.")
     llm = ReplayLLM(trace.sent_replies())
     config = config or trace.config
     with tempfile.TemporaryDirectory(prefix="primer-replay-") as scratch:
