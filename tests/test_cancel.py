@@ -2,6 +2,7 @@
 stops with ``cancelled``, keeps every finished result, answers every ``tool_use``, and a
 recorded run can be continued later."""
 
+import asyncio
 import json
 import threading
 
@@ -10,6 +11,7 @@ from primer.harness.durable.resume import resume
 from primer.harness.production import run_production
 from primer.loop import checks as exits
 from primer.loop.config import AgentConfig
+from primer.loop.loop import run_agent
 from primer.loop.messages import tool_use_block
 from primer.loop.model import Reply, ScriptedLLM, Usage, text_reply, tool_reply
 from primer.loop.state import StopCause
@@ -110,3 +112,12 @@ def test_a_cancelled_run_is_recorded_and_resume_continues_it(tmp_path):
 def test_the_cancel_check_sits_in_the_declared_order_before_each_call():
     assert exits.check_cancelled in exits.BEFORE_CALL
     assert exits.check_cancelled.causes == (StopCause.CANCELLED,)
+
+
+def test_a_cancelled_error_raised_by_a_sync_model_is_its_own_failure_not_the_runs():
+    def model(**kw):  # an SDK's inner cancel scope, leaking out of a sync wrapper
+        raise asyncio.CancelledError("inner scope")
+
+    result = run_agent(model, "go")
+    assert result.stop_cause == StopCause.MODEL_ERROR
+    assert "CancelledError: inner scope" in result.stop_detail

@@ -14,13 +14,20 @@ from pathlib import Path
 import pytest
 
 from primer.harness.production import run_production
-from primer.harness.retry import ManualClock, RateLimited, ToolTimeout, TransientToolError
+from primer.harness.retry import (
+    ManualClock,
+    RateLimited,
+    ToolTimeout,
+    TransientToolError,
+    retry_after_s,
+)
 from primer.harness.runner import ToolRunner
 from primer.harness.timeouts import call_with_timeout, in_subprocess, run_in_subprocess
 from primer.loop.config import AgentConfig, RetryPolicy
 from primer.loop.messages import tool_use_block
 from primer.loop.model import (
     PermanentModelError,
+    Prices,
     ScriptedLLM,
     TransientModelError,
     Usage,
@@ -310,6 +317,78 @@ def test_the_cap_applies_after_the_jitter_so_no_backoff_wait_exceeds_max_delay()
     assert 16.0 < delays[4] < 16.0 * 1.1
     # a longer Retry-After from the server still wins, even above the cap
     assert policy.delay_s(10, random.Random(0), retry_after_s=90.0) == 90.0
+
+
+@pytest.mark.parametrize("asked", [float("nan"), float("inf"), -5.0, "30", True, None])
+def test_a_retry_after_that_is_not_a_number_of_seconds_is_ignored(asked):
+    policy = RetryPolicy(jitter=0.0)
+    assert policy.delay_s(2, random.Random(0), retry_after_s=asked) == 2.0
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ({"retry-after": "inf"}, None), ({"retry-after": "nan"}, None),
+    ({"retry-after": "-5"}, None), ({"retry-after": "1e400"}, None),
+    ({"retry-after-ms": "inf", "retry-after": "7"}, 7.0), ({"retry-after-ms": "250"}, 0.25),
+])
+def test_a_retry_after_header_is_read_only_as_a_finite_number_of_seconds(header, seconds):
+    assert retry_after_s(header) == seconds
+
+
+def test_a_wait_longer_than_max_wait_or_the_time_left_gives_up_and_says_why():
+    policy = RetryPolicy()  # waits up to 300 s
+    assert policy.why_not_wait(299.0) is None
+    assert "more than max_wait_s (300 s)" in policy.why_not_wait(1e9)
+    assert "wall-clock limit (2 s left)" in policy.why_not_wait(5.0, time_left_s=2.0)
+    with pytest.raises(ValueError, match="max_wait_s"):
+        RetryPolicy(max_delay_s=60.0, max_wait_s=30.0)
+
+
+def test_a_model_asking_to_wait_for_ages_ends_the_run_at_once_with_model_error():
+    clock = ManualClock()
+
+    def overloaded(**kw):
+        raise TransientModelError("529 overloaded", retry_after_s=1e9, status=529)
+
+    result = run_production(overloaded, "go", config=AgentConfig(sleep=clock.sleep))
+    assert result.stop_cause == StopCause.MODEL_ERROR and clock.slept == []
+    assert "gave up after 1 failed attempt: the service asked to wait 1e+09 s" \
+        in result.stop_detail
+
+
+def test_a_model_retry_that_would_pass_the_wall_clock_limit_is_not_waited():
+    clock = ManualClock()
+
+    def overloaded(**kw):
+        raise TransientModelError("529 overloaded", retry_after_s=30.0, status=529)
+
+    config = AgentConfig(sleep=clock.sleep, clock=clock, wall_clock_s=10.0)
+    result = run_production(overloaded, "go", config=config)
+    assert result.stop_cause == StopCause.MODEL_ERROR and clock.slept == []
+    assert "would pass the run's wall-clock limit" in result.stop_detail
+
+
+def test_a_tool_asked_to_wait_for_ages_is_not_retried_and_the_model_is_told_why():
+    clock = ManualClock()
+
+    @tool
+    def lookup() -> str:
+        """Look something up."""
+        raise RateLimited(retry_after_s=86_400.0)
+
+    runner = ToolRunner(ToolRegistry([lookup]), retries=2, sleep=clock.sleep)
+    execution = runner(tool_use_block("toolu_1", "lookup", {}))
+    assert execution.is_error and execution.attempts == 1 and clock.slept == []
+    assert "not retried (the service asked to wait 8.64e+04 s" in execution.content
+
+
+def test_a_configs_model_prices_cannot_change_after_it_is_made_and_survive_pickling():
+    import pickle
+
+    config = AgentConfig(model_prices={"m": Prices(1, 2)})
+    with pytest.raises(TypeError):
+        config.model_prices["m"] = Prices(-1e6, -1e6)  # type: ignore[index]
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert AgentConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
 
 
 def test_bad_retry_settings_are_refused_with_a_clear_error():

@@ -3,6 +3,8 @@ thread elsewhere, and the program's own SIGALRM left alone."""
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
 import signal
 import threading
 import time
@@ -11,7 +13,8 @@ import pytest
 
 from primer.harness import timeouts
 from primer.harness.retry import ToolTimeout
-from primer.harness.timeouts import call_with_timeout
+from primer.harness.timeouts import call_with_timeout, run_in_subprocess
+from primer.loop.model import run_to_completion
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no SIGALRM here")
 
@@ -123,3 +126,35 @@ def test_a_timed_call_inside_a_timed_call_goes_to_a_worker_and_the_outer_limit_s
     assert caught.value.stopped
     assert inner_threads and inner_threads[0] is not threading.main_thread()
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_child_process_is_killed_when_an_outer_limit_interrupts_its_wait():
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as caught:
+        call_with_timeout(lambda: run_in_subprocess(time.sleep, 30, timeout_s=20), 0.5)
+    assert caught.value.stopped
+    assert not multiprocessing.active_children()  # killed, not left to finish
+    assert time.monotonic() - start < 5  # and not waited for
+
+
+def test_an_async_tool_run_from_sync_code_inside_an_event_loop_is_cancelled_at_its_limit():
+    seen: list[str] = []
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("finished")
+        return "late"
+
+    async def notebook_cell() -> None:  # a notebook's cell runs inside an event loop
+        with pytest.raises(ToolTimeout):
+            call_with_timeout(lambda: run_to_completion(slow()), 0.2)
+
+    asyncio.run(notebook_cell())
+    deadline = time.monotonic() + 3
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == ["cancelled"]

@@ -96,8 +96,11 @@ class FallbackLLM:
                 failed += 1
                 if failed > self.retries:
                     break
-                self.sleep(self.policy.delay_at(failed, f"fallback-{self.calls}-{k}",
-                                                error.retry_after_s))
+                delay = self.policy.delay_at(failed, f"fallback-{self.calls}-{k}",
+                                             error.retry_after_s)
+                if self.policy.why_not_wait(delay):
+                    break  # asked to wait too long: the next model now, or the error
+                self.sleep(delay)
             if not falls_back(error) or k + 1 == len(self.models):
                 raise error
             record = {"call": self.calls, "from": model_name(model, k),

@@ -17,6 +17,7 @@ are the course's (SYLLABUS, "Production tools").
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -117,10 +118,13 @@ class ManualClock:
 def retry_after_s(headers: Any) -> float | None:
     """Seconds to wait from HTTP response ``headers``: ``retry-after-ms`` (milliseconds,
     non-standard but sent by Anthropic and OpenAI) or ``retry-after`` (seconds, RFC 9110);
-    ``None`` when neither is there or readable."""
+    ``None`` when neither is there as a finite number >= 0 (``inf``, ``-5`` and ``nan`` are
+    not read)."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         try:
-            return max(0.0, float(headers[name]) / scale)
+            seconds = float(headers[name]) / scale
         except (KeyError, TypeError, ValueError):
             continue
+        if 0 <= seconds < math.inf:
+            return seconds
     return None

@@ -200,8 +200,13 @@ class ToolRunner:
         if len(log) > self.retries:
             return self._finish(execution, log, _gave_up_message(t, log), error.kind
                                 if len(log) == 1 else "gave_up")
-        record["delay_s"] = self.policy.delay_at(len(log), call_id, error.retry_after_s)
-        return record["delay_s"]
+        delay = self.policy.delay_at(len(log), call_id, error.retry_after_s)
+        why = self.policy.why_not_wait(delay)
+        if why:
+            return self._finish(execution, log, _gave_up_message(t, log, why),
+                                error.kind if len(log) == 1 else "gave_up")
+        record["delay_s"] = delay
+        return delay
 
     @staticmethod
     def _finish(execution: ToolExecution, log: list[dict[str, Any]], content: str | None = None,
@@ -263,14 +268,15 @@ def _side_effect_timeout_message(t: Tool, call_id: str, error: ToolTimeout) -> s
             f"{idempotency_key(call_id)}.")
 
 
-def _gave_up_message(t: Tool, log: list[dict[str, Any]]) -> str:
+def _gave_up_message(t: Tool, log: list[dict[str, Any]], why: str | None = None) -> str:
     if len(log) == 1:
-        return (f"{t.name} failed: {log[0]['error']}. It was not retried; it may work if "
-                f"called again later. If it keeps failing, tell the user the service is "
-                f"unavailable.")
+        return (f"{t.name} failed: {log[0]['error']}. It was not retried"
+                f"{f' ({why})' if why else ''}; it may work if called again later. If it "
+                f"keeps failing, tell the user the service is unavailable.")
     waited = sum(r["delay_s"] or 0.0 for r in log)
     counts = Counter(r["error"] for r in log)  # in order of first appearance
     reasons = "; ".join(f"{error} ×{n}" if n > 1 else error for error, n in counts.items())
     return (f"{t.name} failed {len(log)} attempts ({reasons}), with {waited:.1f} s of backoff "
-            f"between them; gave up. The service is not answering now: do not call {t.name} "
-            f"again in this task; tell the user it is unavailable and to try later.")
+            f"between them; gave up{f' ({why})' if why else ''}. The service is not answering "
+            f"now: do not call {t.name} again in this task; tell the user it is unavailable "
+            f"and to try later.")

@@ -22,6 +22,12 @@ keeps the limit one of two ways:
   can keep neither the run nor the interpreter's exit waiting. (``concurrent.futures``
   pools are not used for this: their workers are joined at interpreter exit.)
 
+What the timer cannot help: a call that replaces the ``SIGALRM`` handler itself (with
+``SIG_DFL`` the next ring ends the process, as ``SIGALRM``'s default action does), and one
+that swallows every ring (a bare ``except:`` in a loop): it is answered as a timeout only when
+it returns. The rings after the first also cut short a call's own clean-up (a ``finally:``
+that takes longer than a second).
+
 What neither can interrupt: C code holding the GIL (a backtracking regular expression, a huge
 integer power), and a C library that retries an interrupted system call without returning to
 Python (a few database drivers). Such a call holds the run until it returns, and is then
@@ -313,6 +319,9 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
             process.join(5)
             raise ToolError(f"{getattr(fn, '__name__', 'the tool')} crashed: its process "
                             f"exited with code {process.exitcode} without a result") from None
+    except BaseException:  # a timeout, or the wait interrupted (Ctrl-C, an outer time limit)
+        process.kill()
+        raise
     finally:
         receiver.close()
         process.join(5)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from .messages import Message
@@ -29,6 +30,15 @@ Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
 CALLABLE_SETTINGS = frozenset({"clock", "sleep", "summarizer"})
 
 
+def seconds_asked(retry_after_s: object) -> float | None:
+    """A service's ``retry_after_s`` as seconds to wait, when it is a finite number >= 0;
+    else ``None`` (it is then ignored: a provider's header is outside input)."""
+    if isinstance(retry_after_s, (int, float)) and not isinstance(retry_after_s, bool) \
+            and 0 <= retry_after_s < math.inf:
+        return float(retry_after_s)
+    return None
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long to wait before each retry: exponential backoff with seeded jitter.
@@ -37,14 +47,17 @@ class RetryPolicy:
     (1 + jitter × u), max_delay_s)`` seconds, with ``u`` uniform in [0, 1) from a generator
     seeded with ``seed`` and the call's key: the cap applies after the jitter, so the
     backoff never waits longer than ``max_delay_s``. If the service sent a ``retry_after_s``
-    that is longer, the wait is that instead, even above the cap (the server's word wins).
-    Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer, never more than 60 s. How *many*
-    retries is the caller's setting (``tool_retries``, ``model_retries`` of
-    :class:`AgentConfig`).
+    that is longer, the wait is that instead, even above the cap (the server's word wins),
+    but a wait longer than ``max_wait_s`` is not waited at all: the caller gives up instead
+    (:meth:`why_not_wait`). A ``retry_after_s`` that is not a number of seconds >= 0 (``NaN``,
+    infinity, a string) is ignored. Defaults: 1 s, 2 s, 4 s, ... each up to 10 % longer,
+    never more than 60 s; a server may ask for up to 300 s. How *many* retries is the
+    caller's setting (``tool_retries``, ``model_retries`` of :class:`AgentConfig`).
 
-    Raises ``ValueError`` for a negative base or jitter, a factor below 1 or a cap below
-    the base. Source: exponential backoff with jitter as in Marc Brooker, "Exponential Backoff
-    And Jitter", AWS Architecture Blog (2015); the 1 s / 2 s / 4 s figures are the course's.
+    Raises ``ValueError`` for a negative base or jitter, a factor below 1, a cap below the
+    base or a ``max_wait_s`` below the cap. Source: exponential backoff with jitter as in
+    Marc Brooker, "Exponential Backoff And Jitter", AWS Architecture Blog (2015); the 1 s /
+    2 s / 4 s figures are the course's.
     """
 
     base_s: float = 1.0
@@ -52,6 +65,8 @@ class RetryPolicy:
     jitter: float = 0.1
     max_delay_s: float = 60.0
     seed: int = 0
+    #: The longest single wait (seconds): a service asking for more ends the retries.
+    max_wait_s: float = 300.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,6 +79,9 @@ class RetryPolicy:
         if self.max_delay_s < self.base_s:
             problems.append(f"max_delay_s ({self.max_delay_s}) must be >= base_s "
                             f"({self.base_s})")
+        if not self.max_wait_s >= self.max_delay_s:
+            problems.append(f"max_wait_s ({self.max_wait_s}) must be >= max_delay_s "
+                            f"({self.max_delay_s})")
         if problems:
             raise ValueError("RetryPolicy: " + "; ".join(problems))
 
@@ -82,7 +100,8 @@ class RetryPolicy:
         """The wait before retry ``retry`` (seconds): the backoff with jitter from ``rng``,
         capped at ``max_delay_s``, or ``retry_after_s`` when the service asked for longer."""
         delay = min(self.backoff_s(retry) * (1 + self.jitter * rng.random()), self.max_delay_s)
-        return max(delay, retry_after_s) if retry_after_s is not None else delay
+        asked = seconds_asked(retry_after_s)
+        return max(delay, asked) if asked is not None else delay
 
     def delay_at(self, retry: int, key: str, retry_after_s: float | None = None) -> float:
         """The wait before retry ``retry`` (1-based) of the call ``key`` (seconds): its
@@ -92,6 +111,18 @@ class RetryPolicy:
         for _ in range(retry - 1):
             rng.random()
         return self.delay_s(retry, rng, retry_after_s)
+
+    def why_not_wait(self, delay_s: float, time_left_s: float | None = None) -> str | None:
+        """Why a retry should not wait ``delay_s`` seconds (:meth:`delay_at`) but give up:
+        the wait is longer than ``max_wait_s``, or than the run's ``time_left_s``; else
+        ``None``."""
+        if delay_s > self.max_wait_s:
+            return f"the service asked to wait {delay_s:.3g} s, more than max_wait_s " \
+                   f"({self.max_wait_s:g} s)"
+        if time_left_s is not None and delay_s > time_left_s:
+            return f"a wait of {delay_s:.3g} s would pass the run's wall-clock limit " \
+                   f"({max(time_left_s, 0.0):.3g} s left)"
+        return None
 
     def delays(self, retries: int, key: str = "") -> list[float]:
         """The first ``retries`` waits (seconds) of a call with ``key``, as its retries see them."""
@@ -127,11 +158,12 @@ class AgentConfig:
     """Dollars (USD) the run may spend at ``prices``; ``None``: no limit."""
     prices: Prices = field(default_factory=Prices)
     """USD per million tokens (default 5 input / 25 output)."""
-    model_prices: dict[str, Prices] = field(default_factory=dict)
+    model_prices: Mapping[str, Prices] = field(default_factory=dict)
     """Prices of particular models, by the model id a reply names (``Reply.model``): a reply
     from a model listed here is priced at its own prices, any other at ``prices`` (so a run
     whose fallback model answered some calls costs what each model charged). The budget
-    check before a call assumes ``prices``."""
+    check before a call assumes ``prices``. Read-only once the config is made (a copy is
+    kept), like every other setting."""
     repeat_threshold: int | None = 3
     """Stop when the same tool with the same input (key order ignored, 1.0 read as 1) has
     been requested this many times; ``None`` turns loop detection off."""
@@ -192,11 +224,11 @@ class AgentConfig:
         # (frozen: a config is a run's input; dicts read back from JSON become their types)
         if isinstance(self.prices, dict):
             object.__setattr__(self, "prices", Prices(**self.prices))
-        if not isinstance(self.model_prices, dict):
+        if not isinstance(self.model_prices, Mapping):
             raise ValueError(f"AgentConfig: model_prices must be a dict of model id to Prices "
                              f"(got {type(self.model_prices).__name__})")
-        object.__setattr__(self, "model_prices", {m: Prices(**p) if isinstance(p, dict) else p
-                                                  for m, p in self.model_prices.items()})
+        object.__setattr__(self, "model_prices", MappingProxyType(
+            {m: Prices(**p) if isinstance(p, dict) else p for m, p in self.model_prices.items()}))
         if isinstance(self.retry, dict):
             object.__setattr__(self, "retry", RetryPolicy(**self.retry))
         problems = rule_problems(self)
@@ -215,6 +247,12 @@ class AgentConfig:
             del d["model_prices"]
         d["retry"] = asdict(self.retry)
         return d
+
+    def __getstate__(self) -> dict[str, Any]:  # pickle (a process pool's runs): a plain dict
+        return {**self.__dict__, "model_prices": dict(self.model_prices)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, model_prices=MappingProxyType(state["model_prices"]))
 
     def prices_for(self, model: str) -> Prices:
         """The prices of ``model`` (a model id): its ``model_prices`` entry, else ``prices``."""

@@ -11,6 +11,7 @@ after them (each step one of :mod:`primer.loop.steps`). The lines that wait on t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator, Iterable, Sequence
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
@@ -158,7 +159,9 @@ def drive(state: RunState, turns: Turns) -> AgentResult:
 def ask(llm: LLM, request: dict[str, Any]) -> object:
     """One attempt of a model call: what ``llm(**request)`` returned (a coroutine, from an
     ``async def`` model, run to completion), or :class:`~primer.loop.steps.Raised` with what
-    it raised (``KeyboardInterrupt`` and ``SystemExit`` propagate)."""
+    it raised (``KeyboardInterrupt``, ``SystemExit`` and other ``BaseException`` s propagate,
+    but not ``asyncio.CancelledError``: nothing cancels a sync run, so it is the model's own,
+    an SDK's inner cancel scope say)."""
     try:
         raw = llm(**request)
         if type(raw) is Reply:
@@ -166,6 +169,11 @@ def ask(llm: LLM, request: dict[str, Any]) -> object:
         return run_to_completion(raw) if isinstance(raw, CoroutineType) else raw
     except (Exception, GeneratorExit) as e:  # noqa: BLE001 - the loop decides what follows
         return Raised(e)
+    except BaseException as e:
+        asyncio = sys.modules.get("asyncio")  # not imported: nothing could have raised it
+        if asyncio is not None and isinstance(e, asyncio.CancelledError):
+            return Raised(e)
+        raise
 
 
 def start_run(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,

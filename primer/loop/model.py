@@ -10,11 +10,13 @@ attribute is ``True`` also takes ``on_delta`` and reports the reply's pieces as 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
+import threading
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -273,7 +275,9 @@ class ModelRetriesExhausted(RuntimeError):
 
     def __init__(self, attempts: list[dict[str, Any]]) -> None:
         reasons = "; ".join(f"attempt {a['attempt']}: {a['error']}" for a in attempts)
-        super().__init__(f"gave up after {len(attempts)} failed attempts ({reasons})")
+        why = f": {attempts[-1]['gave_up']}" if attempts and attempts[-1].get("gave_up") else ""
+        super().__init__(f"gave up after {len(attempts)} failed attempt"
+                         f"{'s' if len(attempts) != 1 else ''}{why} ({reasons})")
         self.attempts = attempts
 
 
@@ -285,15 +289,33 @@ def is_async_callable(fn: object) -> bool:
 
 def run_to_completion(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """Run ``coroutine`` to its end from sync code and return its value (or raise its error):
-    with ``asyncio.run``, on a thread of its own when this one runs a loop (a notebook)."""
+    with ``asyncio.run``, or, when this thread runs an event loop (a notebook), as a task of a
+    fresh loop on a daemon thread. If that wait is interrupted (a time limit's timer, Ctrl-C)
+    the task is cancelled, not left running, and the interruption propagates at once."""
     import asyncio
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="coroutine") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+    loop = asyncio.new_event_loop()
+    task, done = loop.create_task(coroutine), Future[Any]()  # the task has the caller's context
+
+    def run() -> None:
+        try:
+            done.set_result(loop.run_until_complete(task))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            done.set_exception(e)
+        finally:
+            loop.close()
+
+    threading.Thread(target=run, name="coroutine", daemon=True).start()
+    try:
+        return done.result()
+    except BaseException:
+        with contextlib.suppress(RuntimeError):  # (the loop closed: the task is done)
+            loop.call_soon_threadsafe(task.cancel)
+        raise
 
 
 class ScriptedLLM:

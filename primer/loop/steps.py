@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import AFTER_TOOLS, first_stop
+from .config import seconds_asked
 from .messages import ToolUseBlock, assistant_message, transcript_content, user_message
 from .model import (
     MODEL_EVENT_KINDS,
@@ -105,21 +106,29 @@ def call_model(state: RunState) -> Waits:
 def retry_delay(state: RunState, error: TransientModelError,
                 failed: list[dict[str, Any]]) -> float | None:
     """Record a failed attempt in ``failed`` (``{"attempt", "error", "retry_after_s",
-    "delay_s", "usage"}``); the seconds to wait before the next, or ``None`` when the run's
-    ``model_retries`` are used up."""
+    "delay_s", "usage"}``, and ``"gave_up"`` saying why when a wait is not worth it); the
+    seconds to wait before the next, or ``None`` when the run's ``model_retries`` are used up
+    or the wait would be too long (:meth:`~primer.loop.config.RetryPolicy.why_not_wait`)."""
     usage = error.usage if isinstance(error.usage, Usage) \
         and error.usage.problem() is None else None  # (a broken figure is not counted)
     record: dict[str, Any] = {"attempt": len(failed) + 1,
                               "error": f"{type(error).__name__}: {safe_str(error)}",
-                              "retry_after_s": error.retry_after_s, "delay_s": None,
-                              "usage": usage.to_dict() if usage else None}
+                              "retry_after_s": seconds_asked(error.retry_after_s),
+                              "delay_s": None, "usage": usage.to_dict() if usage else None}
     failed.append(record)
     c = state.config
     if len(failed) > c.model_retries:
         return None
-    record["delay_s"] = c.retry.delay_at(len(failed), f"model-call-{state.model_calls + 1}",
-                                         error.retry_after_s)
-    return float(record["delay_s"])
+    delay = c.retry.delay_at(len(failed), f"model-call-{state.model_calls + 1}",
+                             error.retry_after_s)
+    time_left = None if c.wall_clock_s is None \
+        else c.wall_clock_s - (c.clock() - state.started_at)
+    why = c.retry.why_not_wait(delay, time_left)
+    if why:
+        record["gave_up"] = why
+        return None
+    record["delay_s"] = delay
+    return delay
 
 
 def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
