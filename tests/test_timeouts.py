@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -158,3 +159,34 @@ def test_an_async_tool_run_from_sync_code_inside_an_event_loop_is_cancelled_at_i
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)
     assert seen == ["cancelled"]
+
+
+def test_a_limit_shorter_than_setting_the_timer_still_interrupts_the_call():
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as caught:
+        call_with_timeout(lambda: time.sleep(3), 1e-7)  # may ring before the call begins
+    assert caught.value.stopped and time.monotonic() - start < 2
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+CHILD_LEAVES_A_THREAD = '''
+import os, threading, time
+
+def answer_and_leave_a_thread():
+    threading.Thread(target=time.sleep, args=(120,)).start()  # not a daemon: keeps it alive
+    return os.getpid()
+'''
+
+
+def test_a_child_that_answers_but_would_not_exit_is_killed_not_waited_for(tmp_path,
+                                                                           monkeypatch):
+    (tmp_path / "leaves_a_thread.py").write_text(CHILD_LEAVES_A_THREAD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from leaves_a_thread import answer_and_leave_a_thread
+
+    start = time.monotonic()
+    pid = run_in_subprocess(answer_and_leave_a_thread, timeout_s=30)
+    assert time.monotonic() - start < 4  # one second's grace, not five
+    assert not multiprocessing.active_children()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -310,8 +310,10 @@ async def within(work: Awaitable[T], timeout_s: float | None, *, stopped: bool) 
             raise ToolTimeout(timeout_s, stopped=stopped, how="it was cancelled")
         value = task.result()
     elapsed = time.monotonic() - start
-    if elapsed > timeout_s:  # the timer could not fire: something blocked the event loop
-        raise ToolTimeout.finished_late(timeout_s, elapsed)
+    if elapsed > timeout_s:  # the timer could not fire, or the work ignored its cancellation
+        raise ToolTimeout.finished_late(
+            timeout_s, elapsed, "a tool that blocks the event loop or swallows its "
+            "cancellation (CancelledError) cannot be stopped")
     return value
 
 

@@ -13,10 +13,11 @@ keeps the limit one of two ways:
   the background. The first such call installs the harness's handler for ``SIGALRM``, which
   acts only while a call is timed; a program that uses ``SIGALRM`` itself (its own handler,
   or a timer of its own armed) keeps it, and its calls go the second way.
-* **On any other thread** (a reply's parallel calls, a server's request thread) it hands the
-  call to a long-lived daemon worker thread and waits for it there, with the limit as the
-  wait's timeout. A thread cannot be stopped: at the limit the call is *abandoned*, it may
-  still finish later, side effects included. Handing a call over costs two thread wake-ups
+* **On any other thread** (a reply's parallel calls, a server's request thread), and where
+  there is no ``SIGALRM`` (Windows), it hands the call to a long-lived daemon worker thread
+  and waits for it there, with the limit as the wait's timeout. A thread cannot be stopped:
+  at the limit the call is *abandoned*, it may still finish later, side effects included.
+  Handing a call over costs two thread wake-ups
   (from about ten to about a hundred microseconds, depending on the machine: ``make bench``
   shows it). The workers are reused and are daemon threads, so a tool that never returns
   can keep neither the run nor the interpreter's exit waiting. (``concurrent.futures``
@@ -136,8 +137,10 @@ class _AlarmRang(BaseException):
         self.token = token
 
 
-def _timed(fn: Callable[[], Any]) -> Any:
-    """``fn()``: the frame the timer's handler looks for to know the timed call still runs."""
+def _timed(fn: Callable[[], Any], timeout_s: float, again_s: float) -> Any:
+    """Set the timer, then ``fn()``: the frame the timer's handler looks for to know the timed
+    call still runs (the timer is set in here, so no ring can come before it)."""
+    signal.setitimer(signal.ITIMER_REAL, timeout_s, again_s)
     return fn()
 
 
@@ -212,9 +215,8 @@ class _Alarm:
         token = object()
         start = time.monotonic()
         self.armed, self.rang = token, False
-        signal.setitimer(signal.ITIMER_REAL, timeout_s, self.RING_AGAIN_S)
         try:
-            value = _timed(fn)
+            value = _timed(fn, timeout_s, self.RING_AGAIN_S)
         except _AlarmRang as ring:
             if ring.token is not token:  # pragma: no cover - one timed call at a time
                 raise
@@ -231,10 +233,10 @@ class _Alarm:
         return value
 
     def disarm(self) -> None:
-        """Stop the timer. (Should an interruption cut this short, the timer's next ring
-        finishes it.)"""
-        self.armed = None
+        """Stop the timer, then forget the call. (Should an interruption come between the
+        two, the next timed call, or the timer's next ring, finishes it.)"""
         signal.setitimer(signal.ITIMER_REAL, 0)
+        self.armed = None
         self.ended_at = time.monotonic()
 
 
@@ -324,7 +326,10 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
         raise
     finally:
         receiver.close()
-        process.join(5)
+        process.join(1)  # the answer is in: a child that does not exit (a thread left
+        if process.is_alive():  # running in it) is not waited for
+            process.kill()
+            process.join()
     if not ok:
         raise value
     return value
