@@ -24,7 +24,7 @@ from primer.loop.messages import EMPTY_REPLY_TEXT, text_block, tool_use_block, u
 from primer.loop.model import Reply, Usage
 from primer.loop.replies import ASSISTANT_BLOCK_TYPES
 from primer.loop.state import StopCause
-from primer.loop.tools import Tool, tool
+from primer.loop.tools import Tool, ToolOutput, tool
 
 FAST = {"tool_timeout_s": None}
 
@@ -450,3 +450,35 @@ def test_a_usage_subclass_cannot_vouch_for_its_own_counts():
                             config=AgentConfig(token_budget=1000, **FAST))
     assert result.stop_cause == StopCause.MODEL_ERROR and len(calls) == 1
     assert "usage.input_tokens is nan" in result.stop_detail
+
+
+@pytest.mark.parametrize("kind", [["text"], {"t": 1}, 5, None])
+def test_a_block_whose_type_is_not_a_string_becomes_a_note(kind):
+    model = Recorded([Reply([{"type": kind, "text": "x"}, text_block("done")], "end_turn",
+                            Usage(1, 1)), ])
+    result = run_production(model, "go", config=AgentConfig(**FAST))
+    assert result.stop_cause == StopCause.END_TURN
+    assert not messages_problems(result.messages)
+
+
+@pytest.mark.parametrize("field", ["cache_creation_input_tokens", "cache_read_input_tokens"])
+@pytest.mark.parametrize("value", [None, "", [], 0.0])
+def test_an_empty_but_not_zero_cache_count_is_an_untrustworthy_usage(field, value):
+    usage = Usage(1, 1, **{field: value})
+    result = run_production(lambda **kw: Reply([text_block("a")], "end_turn", usage), "go",
+                            config=AgentConfig(**FAST))
+    assert result.stop_cause == StopCause.MODEL_ERROR
+    assert f"usage.{field} is" in result.stop_detail
+
+
+@pytest.mark.parametrize("usage, cost, says", [
+    (Usage(10, 10), float("nan"), "cost_usd is nan"),
+    (Usage(-10**9, 0), 0.0, "usage.input_tokens is -1000000000"),
+    ({"input_tokens": 5}, 0.0, "not a Usage"),
+    (Usage(5, None), 0.0, "usage.output_tokens is None"),
+    (Usage(5, 5), "0.01", "cost_usd is '0.01'"),
+])
+def test_a_tool_output_whose_spend_budgets_cannot_count_is_refused_when_made(usage, cost, says):
+    with pytest.raises(ValueError, match="ToolOutput: ") as caught:
+        ToolOutput("x", usage, cost)
+    assert says in str(caught.value)

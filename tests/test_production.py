@@ -319,7 +319,8 @@ def test_the_cap_applies_after_the_jitter_so_no_backoff_wait_exceeds_max_delay()
     assert policy.delay_s(10, random.Random(0), retry_after_s=90.0) == 90.0
 
 
-@pytest.mark.parametrize("asked", [float("nan"), float("inf"), -5.0, "30", True, None])
+@pytest.mark.parametrize("asked", [float("nan"), float("inf"), -5.0, "30", True, None,
+                                   pytest.param(10**400, id="10**400")])
 def test_a_retry_after_that_is_not_a_number_of_seconds_is_ignored(asked):
     policy = RetryPolicy(jitter=0.0)
     assert policy.delay_s(2, random.Random(0), retry_after_s=asked) == 2.0

@@ -34,7 +34,7 @@ def seconds_asked(retry_after_s: object) -> float | None:
     """A service's ``retry_after_s`` as seconds to wait, when it is a finite number >= 0;
     else ``None`` (it is then ignored: a provider's header is outside input)."""
     if isinstance(retry_after_s, (int, float)) and not isinstance(retry_after_s, bool) \
-            and 0 <= retry_after_s < math.inf:
+            and 0 <= retry_after_s < 1e18:  # (an int too big for a float is no wait either)
         return float(retry_after_s)
     return None
 

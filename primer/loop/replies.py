@@ -90,7 +90,9 @@ def accept_reply(raw: Any, call_no: int, taken: set[str],
         u = raw.usage  # the common shape: check the counts in place
         if not (type(u.input_tokens) is int and type(u.output_tokens) is int
                 and 0 <= u.input_tokens <= _MAX and 0 <= u.output_tokens <= _MAX
-                and (not (u.cache_creation_input_tokens or u.cache_read_input_tokens)
+                and (type(u.cache_creation_input_tokens) is int
+                     and type(u.cache_read_input_tokens) is int
+                     and not (u.cache_creation_input_tokens or u.cache_read_input_tokens)
                      or u.problem() is None)):
             return f"an untrustworthy usage ({u.problem()}), so the run's budgets could not " \
                    f"be enforced"
@@ -146,9 +148,8 @@ def _plain(content: list[Any], taken: set[str]) -> list[ToolUseBlock] | None:
     calls: list[ToolUseBlock] = []
     try:
         for b in content:
-            if type(b) is not dict:
+            if type(b) is not dict or type(kind := b.get("type")) is not str:
                 return None
-            kind = b["type"]
             if kind == "tool_use":
                 cid, name, args = b["id"], b["name"], b["input"]
                 if len(b) != 4 or type(cid) is not str or type(args) is not dict \
@@ -239,7 +240,7 @@ def normalize_content(content: Any, call_no: int, taken: set[str] | None = None,
     present: set[str] | None = None  # the reply's own tool_use ids, found once when needed
     for k, raw in enumerate(content, start=1):
         block: dict[str, Any] = raw if type(raw) is dict else {}
-        kind = block.get("type") if type(raw) is dict else None
+        kind = block.get("type") if type(block.get("type")) is str else None
         if kind == "text":
             text = block.get("text")
             if type(text) is str and len(block) == 2 and text.strip() \

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
 import re
 import sys
 import time
@@ -65,10 +66,8 @@ class Tool:
     ``side_effecting``: it changes the world (a refund), so its calls are not retried blindly.
     ``needs_approval``: ``True``, or a predicate on the input (:meth:`requires_approval`),
     pauses the loop for a person first. ``timeout_s`` (seconds) overrides the harness's time
-    limit; a tool holding the GIL in C code cannot be interrupted in-process (use
-    :func:`primer.harness.timeouts.in_subprocess`). Raises ``jsonschema.SchemaError`` for an
-    invalid ``input_schema``; ``ValueError`` for a bad name, ``timeout_s``,
-    ``side_effecting`` or ``needs_approval``.
+    limit. ``jsonschema.SchemaError`` for an invalid ``input_schema``; ``ValueError`` for a
+    bad name, ``timeout_s``, ``side_effecting`` or ``needs_approval``.
     """
 
     name: str
@@ -182,30 +181,35 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
     return build(fn) if fn is not None else build
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolOutput:
     """A tool's return ``value`` plus what models inside it (a sub-agent) spent: ``usage``
     (tokens) and ``cost_usd`` (USD), added to the run's totals, so they count against its
-    budgets. ``is_error`` sends the value as an error result, the usage still counted."""
+    budgets. ``is_error`` sends the value as an error result, the usage still counted.
+    ``ValueError`` for a spend budgets cannot count (:meth:`Usage.problem`, a cost < 0)."""
 
     value: Any
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     is_error: bool = False
 
+    def __post_init__(self) -> None:
+        c = self.cost_usd
+        why = Usage.problem(self.usage) if isinstance(self.usage, Usage) else "not a Usage"
+        if why is None and not (type(c) in (int, float) and 0 <= c < math.inf):
+            why = f"cost_usd is {safe_repr(c, 40)}, not a number of USD >= 0"
+        if why:
+            raise ValueError(f"ToolOutput: {why}")
+
 
 @dataclass
 class ToolExecution:
     """What happened to one ``tool_use``: the result sent back and how it was obtained.
 
-    ``content`` and ``is_error`` make the ``tool_result``. ``error_kind``, ``None`` on success:
-    the core loop gives ``unknown_tool``, ``invalid_input``, ``tool_error`` (a :class:`ToolError`),
-    ``exception``, ``bad_result`` (not text or JSON), ``timeout`` (``TimeoutError``),
-    ``too_many_calls``, ``not_run`` (the run stopped first), ``refused``; the harness's runner
-    adds ``rate_limited``, ``transient``, ``gave_up``; resume ``rejected``, ``unknown_outcome``;
-    hooks ``blocked``, ``hook_error``. ``latency_s``: wall seconds in the function;
-    ``attempts``/``attempt_log``: tries, a record each under a retry policy. ``usage`` and
-    ``cost_usd``: what models inside the tool spent (:class:`ToolOutput`).
+    ``content`` and ``is_error`` make the ``tool_result``; ``error_kind`` says why it is an
+    error (:data:`ErrorKind`, the core's kinds first, then the harness's), ``None`` on success.
+    ``latency_s``: wall seconds in the function; ``attempts``/``attempt_log``: tries, a record
+    each under a retry policy. ``usage``, ``cost_usd``: what models inside it spent.
     """
 
     tool_use_id: str
@@ -267,9 +271,6 @@ class ToolRegistry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
-
-    def __getitem__(self, name: str) -> Tool:
-        return self._tools[name]
 
     def get(self, name: object) -> Tool | None:
         """The tool called ``name``, or ``None``."""
