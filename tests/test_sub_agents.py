@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -13,7 +14,8 @@ from primer.harness.retry import ManualClock
 from primer.harness.sub_agents import sub_agent_tool
 from primer.loop.config import AgentConfig
 from primer.loop.loop import start_run
-from primer.loop.model import ScriptedLLM, Usage, estimate_tokens, tool_reply
+from primer.loop.messages import tool_use_block
+from primer.loop.model import Reply, ScriptedLLM, Usage, estimate_tokens, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
 
@@ -206,3 +208,24 @@ def test_the_summary_is_cut_to_its_length():
     h = sub_agent_tool("helper", "d", long_child, summary_chars=100)
     out = h.fn(task="x")
     assert len(out.value) == 100 and estimate_tokens(out.value) <= 25
+
+
+def test_a_child_interrupted_at_its_time_limit_still_spends_the_parents_budget():
+    spent = []
+
+    def slow_child(**kw):  # each call takes its time, then reports 150 tokens
+        time.sleep(0.2)
+        spent.append(150)
+        return Reply([tool_use_block(f"toolu_c{len(spent)}", "read_log",
+                                     {"day": f"2026-01-{len(spent):02d}"})],
+                     "tool_use", Usage(100, 50))
+
+    h = helper(AgentConfig(max_steps=50, offer_handoff=False, repeat_threshold=None),
+               make_llm=lambda: slow_child)
+    llm = ScriptedLLM([tool_reply(("investigate", {"task": "read every log"})), "Done."])
+    config = AgentConfig(token_budget=100_000, tool_timeout_s=0.5, tool_retries=0,
+                         offer_handoff=False)
+    result = run_production(llm, "what went wrong?", [h], config=config)
+    assert result.executions[0].error_kind == "timeout"
+    own = sum(s.usage.total_tokens for s in result.steps)
+    assert spent and result.usage.total_tokens == own + sum(spent)  # none of it lost

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from primer.loop.config import AgentConfig
+from primer.loop.model import Usage
 from primer.loop.state import RunState
 
 
@@ -122,6 +123,13 @@ class RunScope:
                 return  # (cannot happen while the call runs: the run waits for it)
             self._tokens += tokens - max(taken.tokens or 0, 0)
             self._cost += cost_usd - max(taken.cost_usd or 0.0, 0.0)
+
+    def charge(self, usage: Usage, cost_usd: float) -> None:
+        """Add to the run's totals what a call spent but could not report, because it was
+        interrupted (at its time limit): ``usage`` (tokens) and ``cost_usd`` (USD). The run's
+        budgets count it at their next check, and the call's next attempt gets what is left."""
+        with self._lock:
+            self.state.add_usage(usage, cost_usd)
 
     def _fresh(self) -> None:
         if self._reply != self.state.model_calls:  # a new reply: the last one's are counted

@@ -23,14 +23,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from primer.loop.config import AgentConfig
+from primer.loop.loop import continue_run, drive
 from primer.loop.model import LLM
 from primer.loop.result import AgentResult
-from primer.loop.state import StopCause
+from primer.loop.state import RunState, StopCause
 from primer.loop.text import one_line
 from primer.loop.tools import Tool, ToolOutput
 
-from .allowance import current_scope
-from .production import run_production
+from .allowance import current_scope, running
+from .production import start_production
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -68,18 +69,30 @@ class SubAgent:
             return self._report(self._run(task, self.config))
         given = scope.take()
         child: AgentResult | None = None
+        started: list[RunState] = []
         try:
             if (why := given.problem()) is not None:
                 return ToolOutput(f"The helper did not run: {why}.", is_error=True)
-            child = self._run(task, given.limit(self.config))
+            child = self._run(task, given.limit(self.config), started)
             return self._report(child)
+        except BaseException:  # interrupted (its time limit): what the child spent still counts
+            if started:
+                scope.charge(started[0].usage, started[0].cost_usd)
+            raise
         finally:
             scope.settle(given, child.usage.total_tokens if child else 0,
                          child.cost_usd if child else 0.0)
 
-    def _run(self, task: str, config: AgentConfig) -> AgentResult:
+    def _run(self, task: str, config: AgentConfig,
+             started: list[RunState] | None = None) -> AgentResult:
+        """The child run; its state goes into ``started`` as soon as it exists."""
         self.configs.append(config)
-        child = run_production(self.make_llm(), task, self.tools, system=self.system, config=config)
+        state, _ = start_production(self.make_llm(), task, self.tools, system=self.system,
+                                    config=config)
+        if started is not None:
+            started.append(state)
+        with running(state):
+            child = drive(state, continue_run(state))
         self.runs.append(child)
         return child
 
