@@ -136,4 +136,5 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+    """The public names (and the package's own), for tab completion: not its imports."""
+    return sorted({*_HOMES, "__version__"})

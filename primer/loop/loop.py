@@ -85,11 +85,11 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     the run stops with ``invalid_output``; else ``AgentResult.output`` holds it. ``cancel``
     (anything with ``is_set()``, read before each model call and tool call): once set, the run
     stops with ``cancelled``, every ``tool_use`` answered. ``messages``, a conversation's
-    history, goes before ``task`` (repaired first: :func:`~primer.loop.messages.repair_history`;
-    never changed).
+    history, goes before ``task`` (repaired first, never changed: :func:`repair_history`).
 
-    The core loop: no time limits, no retries; :func:`primer.harness.production.run_production`
-    plugs those in (and traces, hooks, checkpoints) through :class:`~primer.loop.state.RunInputs`.
+    The core loop: no time limits, no tool retries (a model call's transient error is retried,
+    ``config.model_retries``); :func:`primer.harness.production.run_production` plugs those in
+    (and traces, hooks, checkpoints) through :class:`~primer.loop.state.RunInputs`.
     Returns an :class:`AgentResult`; never raises for bad model output or failing tools: a
     raising model call ends the run with ``model_error`` (work kept), but
     :class:`~primer.loop.model.ScriptExhausted` (a bug in a script) propagates. ``ValueError``
@@ -101,9 +101,9 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
 
 
 def continue_run(state: RunState) -> Turns:
-    """The loop, from any state, until an exit fires; returns the run's
-    :class:`AgentResult`. The lines that wait yield a :class:`~primer.loop.steps.ModelCall`
-    or a :class:`~primer.loop.steps.ToolCalls` to the driver and get back what it got."""
+    """The loop, from any state, as a generator: each line that waits yields a ``ModelCall``,
+    ``ToolCalls`` or ``Sleep`` (:mod:`~primer.loop.steps`) to the driver and gets back what it
+    got; when an exit fires it returns the run's :class:`AgentResult` (``StopIteration``)."""
     while True:
         stop = first_stop(BEFORE_CALL, state)                # 1. before the call: steps, clock
         if stop is None:
