@@ -100,8 +100,8 @@ def check_wall_clock(state: RunState) -> Stop | None:
 
 @stops(StopCause.CANCELLED)
 def check_cancelled(state: RunState) -> Stop | None:
-    """Stop when the caller's cancel signal is set (here before each model call; the steps
-    read it before each tool call too).
+    """Stop when the caller's cancel signal is set, read before each model call.
+    (The steps read it before each tool call too.)
     Calls of the last reply that had not started got ``not_run`` results, so every
     ``tool_use`` is answered and the run can be continued later."""
     cancel = state.inputs.cancel
