@@ -482,3 +482,12 @@ def test_a_tool_output_whose_spend_budgets_cannot_count_is_refused_when_made(usa
     with pytest.raises(ValueError, match="ToolOutput: ") as caught:
         ToolOutput("x", usage, cost)
     assert says in str(caught.value)
+
+
+def test_a_tool_output_keeps_a_plain_copy_of_a_usage_subclass():
+    class Eraser(Usage):
+        def __radd__(self, other):
+            return Usage()  # would wipe the run's totals if it were ever added
+
+    out = ToolOutput("x", Eraser(60_000, 0))
+    assert type(out.usage) is Usage and out.usage == Usage(60_000, 0)

@@ -15,7 +15,14 @@ from primer.harness.sub_agents import sub_agent_tool
 from primer.loop.config import AgentConfig
 from primer.loop.loop import start_run
 from primer.loop.messages import tool_use_block
-from primer.loop.model import Reply, ScriptedLLM, Usage, estimate_tokens, tool_reply
+from primer.loop.model import (
+    Reply,
+    ScriptedLLM,
+    TransientModelError,
+    Usage,
+    estimate_tokens,
+    tool_reply,
+)
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
 
@@ -229,3 +236,17 @@ def test_a_child_interrupted_at_its_time_limit_still_spends_the_parents_budget()
     assert result.executions[0].error_kind == "timeout"
     own = sum(s.usage.total_tokens for s in result.steps)
     assert spent and result.usage.total_tokens == own + sum(spent)  # none of it lost
+
+
+def test_a_child_interrupted_in_a_backoff_still_charges_the_failed_attempts():
+    def overloaded_child(**kw):
+        raise TransientModelError("529", status=529, usage=Usage(30_000, 0), retry_after_s=5)
+
+    h = helper(AgentConfig(max_steps=5, offer_handoff=False, model_retries=3),
+               make_llm=lambda: overloaded_child)
+    llm = ScriptedLLM([tool_reply(("investigate", {"task": "read every log"})), "Done."])
+    config = AgentConfig(tool_timeout_s=0.5, tool_retries=0, offer_handoff=False)
+    result = run_production(llm, "what went wrong?", [h], config=config)
+    assert result.executions[0].error_kind == "timeout"
+    own = sum(s.usage.total_tokens for s in result.steps)
+    assert result.usage.total_tokens == own + 30_000  # the attempt before the backoff

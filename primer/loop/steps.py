@@ -109,8 +109,11 @@ def retry_delay(state: RunState, error: TransientModelError,
     "delay_s", "usage"}``, and ``"gave_up"`` saying why when a wait is not worth it); the
     seconds to wait before the next, or ``None`` when the run's ``model_retries`` are used up
     or the wait would be too long (:meth:`~primer.loop.config.RetryPolicy.why_not_wait`)."""
-    usage = error.usage if isinstance(error.usage, Usage) \
-        and error.usage.problem() is None else None  # (a broken figure is not counted)
+    usage = Usage(**Usage.to_dict(error.usage)) if isinstance(error.usage, Usage) else None
+    if usage is not None and usage.problem() is None:
+        state.add_usage(usage)  # counted now: a run interrupted in the backoff still has it
+    else:
+        usage = None  # (a broken figure is not counted)
     record: dict[str, Any] = {"attempt": len(failed) + 1,
                               "error": f"{type(error).__name__}: {safe_str(error)}",
                               "retry_after_s": seconds_asked(error.retry_after_s),
@@ -237,15 +240,10 @@ def limit_calls(state: RunState, step: Step) -> None:
 
 
 def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> None:
-    """Add the reported usage of failed model attempts to the run's totals; emit each retry."""
-    if failed:
-        total = Usage()
-        for record in failed:
-            if record.get("usage"):
-                total = total + Usage.from_dict(record["usage"])
-        state.add_usage(total)
-        for record in failed:
-            state.emit("model_retry", step=state.model_calls + 1, **record)
+    """Emit a ``model_retry`` event for each failed attempt (:func:`retry_delay` counted its
+    usage in the run's totals already)."""
+    for record in failed:
+        state.emit("model_retry", step=state.model_calls + 1, **record)
 
 
 # ---------------------------------------------------------------- the tools

@@ -183,10 +183,9 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """A tool's return ``value`` plus what models inside it (a sub-agent) spent: ``usage``
-    (tokens) and ``cost_usd`` (USD), added to the run's totals, so they count against its
-    budgets. ``is_error`` sends the value as an error result, the usage still counted.
-    ``ValueError`` for a spend budgets cannot count (:meth:`Usage.problem`, a cost < 0)."""
+    """A tool's ``value`` plus what models inside it (a sub-agent) spent, ``usage`` (tokens,
+    kept as a plain :class:`Usage`) and ``cost_usd`` (USD), added to the run's totals;
+    ``is_error``: an error result. ``ValueError`` for counts or a cost budgets cannot use."""
 
     value: Any
     usage: Usage = field(default_factory=Usage)
@@ -194,8 +193,10 @@ class ToolOutput:
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        c = self.cost_usd
-        why = Usage.problem(self.usage) if isinstance(self.usage, Usage) else "not a Usage"
+        c, u = self.cost_usd, self.usage
+        if isinstance(u, Usage):  # (a subclass's fields could change after the check)
+            object.__setattr__(self, "usage", Usage(**Usage.to_dict(u)))
+        why = self.usage.problem() if isinstance(u, Usage) else "not a Usage"
         if why is None and not (type(c) in (int, float) and 0 <= c < math.inf):
             why = f"cost_usd is {safe_repr(c, 40)}, not a number of USD >= 0"
         if why:
@@ -380,9 +381,8 @@ def call_needs_approval(registry: ToolRegistry, block: ToolUseBlock,
 
 def is_tool_failure(error: BaseException) -> bool:
     """Whether ``error`` from a tool's code is the tool's failure (an error ``tool_result``),
-    not a stop of the run: any ``Exception``, ``SystemExit``, ``GeneratorExit`` and
-    ``asyncio.CancelledError`` (the async loop re-raises it when its own task is cancelled).
-    ``KeyboardInterrupt`` and the harness's own ``BaseException`` signals pass through."""
+    not a stop of the run: an ``Exception``, ``SystemExit``, ``GeneratorExit``, or the tool's
+    own ``asyncio.CancelledError``; ``KeyboardInterrupt`` and the harness's signals are not."""
     if isinstance(error, (Exception, SystemExit, GeneratorExit)):
         return True
     asyncio = sys.modules.get("asyncio")  # not imported: no tool can have raised its error
