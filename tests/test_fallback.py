@@ -16,6 +16,7 @@ from primer.loop.model import (
     Prices,
     ScriptedLLM,
     TransientModelError,
+    Usage,
     cost_usd,
     tool_reply,
 )
@@ -156,3 +157,33 @@ def test_bad_model_lists_are_refused():
 
     with pytest.raises(TypeError, match="sync models"):
         FallbackLLM([async_model])
+
+
+def test_what_failed_attempts_reported_is_counted_in_the_answer_or_the_error():
+    clock = ManualClock()
+
+    def burnt():
+        return TransientModelError("529 overloaded", status=529, usage=Usage(40_000, 4_000))
+
+    primary = Flaky(ScriptedLLM(["a is found"], model="big"), [burnt(), burnt()], "big")
+    secondary = ScriptedLLM(["a is found"], model="small")
+    llm = FallbackLLM([primary, secondary], retries=1, sleep=clock.sleep)
+    result = run_production(llm, "task", config=AgentConfig(sleep=clock.sleep))
+    answer = result.steps[0].usage
+    assert result.usage == answer and answer.input_tokens >= 80_000  # both failures counted
+
+    always = FallbackLLM([Flaky(None, [burnt()] * 9, "big")], retries=1, sleep=clock.sleep)
+    result = run_production(always, "task", config=AgentConfig(model_retries=0,
+                                                                sleep=clock.sleep))
+    assert result.stop_cause is StopCause.MODEL_ERROR
+    assert result.usage == Usage(80_000, 8_000)  # the error carried both attempts' usage
+
+
+def test_a_retry_that_would_pass_the_runs_wall_clock_gives_up_instead_of_waiting():
+    clock = ManualClock()
+    primary = Flaky(None, [TransientModelError("429", status=429, retry_after_s=250.0)] * 9,
+                    "big")
+    llm = FallbackLLM([primary], retries=2, sleep=clock.sleep)
+    config = AgentConfig(model_retries=0, wall_clock_s=10, clock=clock, sleep=clock.sleep)
+    result = run_production(llm, "task", config=config)
+    assert result.stop_cause is StopCause.MODEL_ERROR and clock.slept == []

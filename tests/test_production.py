@@ -592,3 +592,19 @@ def test_transient_tool_errors_are_tool_errors_so_a_plain_registry_still_reports
     execution = ToolRegistry([InventoryAPI().tool()]).run(
         tool_use_block("t", "check_inventory", {"sku": "KB-100"}))
     assert execution.error_kind == "tool_error" and "429" in execution.content
+
+
+def test_a_tool_retry_that_would_pass_the_runs_wall_clock_gives_up_instead_of_waiting():
+    clock = ManualClock()
+
+    @tool
+    def lookup() -> str:
+        """Look something up."""
+        raise RateLimited(retry_after_s=250.0)
+
+    config = AgentConfig(wall_clock_s=10, tool_retries=2, clock=clock, sleep=clock.sleep)
+    result = run_production(ScriptedLLM([tool_reply(("lookup", {})), "done"]), "go", [lookup],
+                            config=config)
+    execution = result.executions[0]
+    assert clock.slept == [] and execution.attempts == 1
+    assert "would pass the run's wall-clock limit" in execution.content

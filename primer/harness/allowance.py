@@ -153,3 +153,10 @@ def running(state: RunState) -> Iterator[RunScope]:
 def current_scope() -> RunScope | None:
     """The :class:`RunScope` of the run whose tool is running, or ``None`` outside a run."""
     return _CURRENT.get()
+
+
+def time_left_s() -> float | None:
+    """Seconds the current run has left on its wall clock, or ``None`` (outside a run, or a
+    run without ``wall_clock_s``): how long a retry's wait may be without passing it."""
+    scope = _CURRENT.get()
+    return None if scope is None else remaining(scope.state).seconds

@@ -37,6 +37,8 @@ from primer.loop.model import (
 )
 from primer.loop.state import Step
 
+from .allowance import time_left_s
+
 
 def falls_back(error: TransientModelError) -> bool:
     """Whether ``error`` makes :class:`FallbackLLM` ask the next model: an overload (529),
@@ -86,22 +88,25 @@ class FallbackLLM:
         self.calls += 1
         request = {"system": system, "messages": messages, "tools": tools,
                    "max_tokens": max_tokens}
+        spent = Usage()  # what failed attempts reported: counted with the answer, or the error
         for k, model in enumerate(self.models):
             failed = 0
             while True:
                 try:
-                    return self._ask(model, k, request, on_delta)
+                    return with_spent(self._ask(model, k, request, on_delta), spent)
                 except TransientModelError as e:
                     error = e
+                    spent = spent + reported(e)
                 failed += 1
                 if failed > self.retries:
                     break
                 delay = self.policy.delay_at(failed, f"fallback-{self.calls}-{k}",
                                              error.retry_after_s)
-                if self.policy.why_not_wait(delay):
-                    break  # asked to wait too long: the next model now, or the error
+                if self.policy.why_not_wait(delay, time_left_s()):
+                    break  # too long a wait: the next model now, or the error
                 self.sleep(delay)
             if not falls_back(error) or k + 1 == len(self.models):
+                error.usage = spent
                 raise error
             record = {"call": self.calls, "from": model_name(model, k),
                       "to": model_name(self.models[k + 1], k + 1),
@@ -140,11 +145,31 @@ class ModelSpend:
     cost_usd: float = 0.0
 
 
+def reported(error: TransientModelError) -> Usage:
+    """The usage a failed attempt reported, as a plain :class:`Usage` (zero when it reported
+    none, or counts budgets cannot use)."""
+    if not isinstance(error.usage, Usage):
+        return Usage()
+    usage = Usage(**Usage.to_dict(error.usage))
+    return usage if usage.problem() is None else Usage()
+
+
+def with_spent(reply: Reply, spent: Usage) -> Reply:
+    """``reply`` with the usage of the failed attempts before it (``spent``) added to its
+    own, so the run counts them (priced as the model that answered); a reply whose usage the
+    loop will refuse anyway is returned as it is."""
+    if spent == Usage() or type(reply) is not Reply or type(reply.usage) is not Usage \
+            or reply.usage.problem() is not None:
+        return reply
+    return Reply(reply.content, reply.stop_reason, reply.usage + spent, reply.model)
+
+
 def usage_by_model(steps: Sequence[Step], config: AgentConfig) -> dict[str, ModelSpend]:
     """A run's model calls added up per model (the model id each reply names), in the order
     the models first answered; each model's usage priced at
-    :meth:`~primer.loop.config.AgentConfig.prices_for` that model. Failed attempts and
-    models inside tools are not in it (the run's totals have them)."""
+    :meth:`~primer.loop.config.AgentConfig.prices_for` that model. A :class:`FallbackLLM`'s
+    failed attempts are in the reply that answered; the loop's own retries and models inside
+    tools are not in it (the run's totals have them)."""
     out: dict[str, ModelSpend] = {}
     for s in steps:
         spend = out.setdefault(s.reply.model, ModelSpend(s.reply.model))

@@ -54,6 +54,7 @@ from primer.loop.messages import ToolUseBlock
 from primer.loop.text import safe_str
 from primer.loop.tools import ErrorKind, Tool, ToolExecution, ToolRegistry, idempotency_key
 
+from .allowance import time_left_s
 from .hooks import Hooks, run_hooked
 from .retry import ToolTimeout, TransientToolError
 from .timeouts import call_with_timeout
@@ -201,7 +202,7 @@ class ToolRunner:
             return self._finish(execution, log, _gave_up_message(t, log), error.kind
                                 if len(log) == 1 else "gave_up")
         delay = self.policy.delay_at(len(log), call_id, error.retry_after_s)
-        why = self.policy.why_not_wait(delay)
+        why = self.policy.why_not_wait(delay, time_left_s())
         if why:
             return self._finish(execution, log, _gave_up_message(t, log, why),
                                 error.kind if len(log) == 1 else "gave_up")
