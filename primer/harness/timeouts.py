@@ -27,7 +27,12 @@ What the timer cannot help: a call that replaces the ``SIGALRM`` handler itself 
 ``SIG_DFL`` the next ring ends the process, as ``SIGALRM``'s default action does), and one
 that swallows every ring (a bare ``except:`` in a loop): it is answered as a timeout only when
 it returns. The rings after the first also cut short a call's own clean-up (a ``finally:``
-that takes longer than a second).
+that takes longer than a second). What a call returns after its limit is dropped, and so is
+what an abandoned call returns: a :class:`~primer.loop.tools.ToolOutput`'s spend included,
+so neither counts against the run's budgets (a sub-agent *interrupted* at its limit does
+charge its spend: :meth:`~primer.harness.allowance.RunScope.charge`). And an ``async def``
+call that handed blocking work to ``asyncio.to_thread`` leaves that thread running when it is
+stopped; Python waits for such threads when the program exits.
 
 What neither can interrupt: C code holding the GIL (a backtracking regular expression, a huge
 integer power), and a C library that retries an interrupted system call without returning to
@@ -326,10 +331,12 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
         raise
     finally:
         receiver.close()
-        process.join(1)  # the answer is in: a child that does not exit (a thread left
-        if process.is_alive():  # running in it) is not waited for
-            process.kill()
-            process.join()
+        try:
+            process.join(1)  # the answer is in: a child that does not exit (a thread left
+        finally:            # running in it) is not waited for, even if the wait is cut
+            if process.is_alive():
+                process.kill()
+                process.join()
     if not ok:
         raise value
     return value
