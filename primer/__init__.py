@@ -120,6 +120,10 @@ _HOMES: dict[str, str] = {
     "ClaudeLLM": "primer.providers.claude",
     "FakeModelServer": "primer.providers.fake_server",
     "OpenAICompatLLM": "primer.providers.openai_compat",
+    "Quiz": "primer.course.quiz",
+    "QuizError": "primer.course.quiz",
+    "load_quiz": "primer.course.quiz",
+    "quiz_widget": "primer.views.quiz_widget",
 }
 
 __all__ = sorted(_HOMES)

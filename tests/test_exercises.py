@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from primer.course.checking import describe_exception
 from primer.course.exercises import (
     BEHAVIOURS,
     MAX_MODEL_CALLS,
@@ -22,7 +23,6 @@ from primer.course.exercises import (
     WANDER_STEPS,
     LoopReport,
     check_loop,
-    describe_exception,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

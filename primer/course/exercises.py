@@ -66,14 +66,13 @@ import copy
 import functools
 import inspect
 import json
-import linecache
 import re
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from primer.course.checking import CheckResult, describe_exception
 from primer.harness.request_check import request_problems
 from primer.loop.messages import (
     Message,
@@ -925,19 +924,6 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    """One behaviour's verdict: ``name``, ``passed``, and ``detail`` (what happened)."""
-
-    name: str
-    passed: bool
-    detail: str
-
-    def line(self) -> str:
-        """``PASS  name: detail`` or ``FAIL  name: detail``."""
-        return f"{'PASS' if self.passed else 'FAIL'}  {self.name}: {self.detail}"
-
-
-@dataclass(frozen=True)
 class LoopReport:
     """Every behaviour's :class:`CheckResult`, in battery order, and the score.
 
@@ -1026,7 +1012,7 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
     except KeyboardInterrupt:
         raise  # the person at the keyboard stops the check
     except BaseException as e:  # noqa: BLE001 - the learner's failure (sys.exit included) is
-        run.error = describe_exception(e, fn)  # the report, never the checker's exit
+        run.error = _describe_loop_exception(e, fn)  # the report, never the checker's exit
         raised = e
     interface = None
     if isinstance(raised, ModelCallError):
@@ -1086,32 +1072,12 @@ def result_problem(result: Any) -> str | None:
     return None
 
 
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\\/\s'\"]+)+[\\/]([^\\/\s'\"]+)")
-
-
-def describe_exception(e: BaseException, fn: LoopFn) -> str:
-    """One stable line for an exception raised through the learner's loop ``fn``.
-
-    ``raised KeyError: 'x' at line 7 of my_loop: `code```: the last traceback frame in the
-    file (or notebook cell) that defines ``fn``, found with ``traceback.walk_tb``; lines
-    count from that function's ``def`` line as 1, so the report does not change when code
-    is added above the loop. Memory addresses and directories are removed, so the line is
-    the same on every machine.
-    """
-    message = _PATH.sub(r"\1", _ADDRESS.sub("0x…", str(e)))
-    if len(message) > 120 and not isinstance(e, ModelCallError):
-        message = message[:117] + "..."
-    what = f"raised {type(e).__name__}" + (f": {message}" if message else "")
-    code = getattr(fn, "__code__", None)
-    frames = [(frame.f_code, lineno) for frame, lineno in traceback.walk_tb(e.__traceback__)
-              if code is not None and frame.f_code.co_filename == code.co_filename]
-    if not frames:
-        return what + _signature_hint(e, fn)
-    where, lineno = frames[-1]
-    line = linecache.getline(where.co_filename, lineno).strip()
-    return (f"{what} at line {lineno - where.co_firstlineno + 1} of {where.co_name}: "
-            f"`{line}`")
+def _describe_loop_exception(e: BaseException, fn: LoopFn) -> str:
+    """:func:`~primer.course.checking.describe_exception`, never cutting a
+    :class:`ModelCallError` (its text says how to call the model), plus how to write the
+    loop's signature when ``fn`` cannot be called as the checker calls it."""
+    line = describe_exception(e, fn, limit=0 if isinstance(e, ModelCallError) else 120)
+    return line if " at line " in line else line + _signature_hint(e, fn)
 
 
 def _signature_hint(e: BaseException, fn: LoopFn) -> str:

@@ -24,7 +24,7 @@ their length), so a re-run takes milliseconds and always gives the same result.
 Charts are small inline SVGs built from the numbers (they render the same in JupyterLab, in
 a static notebook and in a test). The stop cause is shown in an element with CSS class
 ``primer-stop-cause`` and a ``data-stop-cause`` attribute, which the browser check reads.
-This is the only module that imports ipywidgets; ``import primer`` never does.
+This module and :mod:`primer.views.quiz_widget` import ipywidgets; ``import primer`` never does.
 """
 
 from __future__ import annotations
