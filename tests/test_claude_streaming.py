@@ -17,7 +17,7 @@ from primer.loop.config import AgentConfig
 from primer.loop.model import PermanentModelError, ScriptedLLM, text_reply, tool_reply
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
-from primer.providers.claude import AsyncClaudeLLM, ClaudeLLM
+from primer.providers.claude import TRANSPORT_ERRORS, AsyncClaudeLLM, ClaudeLLM
 from primer.providers.fake_server import FakeModelServer
 
 KEY = "sk-ant-test-streaming-never-print-me"
@@ -112,7 +112,7 @@ def test_a_stream_cut_off_at_max_tokens_mid_tool_call_never_runs_the_half_writte
         -1]["id"]  # the half-written call is answered, so the history can be sent again
 
 
-@pytest.mark.parametrize("how", ["disconnect", "overloaded"])
+@pytest.mark.parametrize("how", ["disconnect", "abort", "overloaded"])
 def test_a_stream_that_breaks_off_mid_tool_call_is_retried_and_the_call_runs_once(how):
     clock = ManualClock()
     with FakeModelServer(ScriptedLLM(script())) as srv:
@@ -122,8 +122,47 @@ def test_a_stream_that_breaks_off_mid_tool_call_is_retried_and_the_call_runs_onc
     assert result.stop_cause is StopCause.END_TURN and ran == ["A123"]
     [retry] = result.steps[0].model_retries
     expected = {"disconnect": "stream ended before its message_stop",
+                "abort": "connection broke while the reply streamed in (RemoteProtocolError",
                 "overloaded": "529 (overloaded)"}[how]
     assert expected in retry["error"]
+
+
+def test_an_aborted_stream_is_a_real_broken_chunked_body_cut_inside_input_json_delta():
+    """What the SDK itself sees when the server breaks the body: the chunked transfer ends
+    mid-chunk, after part of the tool call's input_json_delta events, and the SDK's HTTP
+    library (httpx, or httpx2 in SDK 2.x), not anthropic, raises while the stream is
+    read."""
+    with FakeModelServer(ScriptedLLM(script())) as srv:
+        srv.cut_next_stream("abort")
+        client = anthropic.Anthropic(api_key=KEY, base_url=srv.base_url, max_retries=0)
+        seen = []
+        with pytest.raises(TRANSPORT_ERRORS, match="incomplete chunked read") as raised:
+            with client.messages.stream(model="m", max_tokens=2048, messages=[
+                    {"role": "user", "content": "total?"}]) as stream:
+                for event in stream:
+                    seen.append(event.type)
+    assert type(raised.value).__name__ == "RemoteProtocolError"
+    assert "content_block_delta" in seen and "message_stop" not in seen
+    assert seen[-1] == "input_json"  # the SDK's event for a piece of the tool input read last
+
+
+@pytest.mark.parametrize("how", ["disconnect", "abort"])
+def test_the_async_adapter_retries_a_broken_stream_and_runs_the_call_once(how):
+    events = []
+    with FakeModelServer(ScriptedLLM(script())) as srv:
+        srv.cut_next_stream(how)
+        llm = claude(srv, cls=AsyncClaudeLLM, stream=True)
+        result = asyncio.run(run_agent_async(
+            llm, "What does order A123 cost with GST?", [get_order],
+            on_event=lambda k, d: events.append((k, d)),
+            config=AgentConfig(max_tokens=2048, retry={"base_s": 0.001, "jitter": 0.0})))
+        assert len(srv.model_requests) == 3
+    assert result.stop_cause is StopCause.END_TURN and ran == ["A123"]
+    [retry] = result.steps[0].model_retries
+    assert ("RemoteProtocolError" in retry["error"]) == (how == "abort")
+    # the half-written call of the broken stream was never announced as complete
+    complete = [d for k, d in events if k == "tool_use_input"]
+    assert len(complete) == 1
 
 
 # ---------------------------------------------------------------- extended thinking

@@ -67,6 +67,7 @@ def test_a_stream_cut_off_mid_tool_call_never_announces_the_call_complete(cut):
                                   separators=(",", ":")).startswith(written)
     last = events[-1]["type"]
     assert last == {"max_tokens": "message_stop", "disconnect": "content_block_delta",
+                    "abort": "content_block_delta",
                     "overloaded": "error"}[cut]
     if cut == "max_tokens":
         assert events[-2]["delta"]["stop_reason"] == "max_tokens"

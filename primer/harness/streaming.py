@@ -48,10 +48,12 @@ __all__ = ["CUTS", "DELTA_KINDS", "DeltaRelay", "StreamingScriptedLLM", "block_e
 
 #: How :func:`wire_events` can cut a stream off in the middle of its first ``tool_use``
 #: block's input: ``"max_tokens"`` (the model reached its limit: the block closes half
-#: written and the reply's ``stop_reason`` is ``max_tokens``), ``"disconnect"`` (the
-#: connection drops: no more events) and ``"overloaded"`` (an ``error`` event, as the API
-#: sends one mid-stream).
-CUTS = ("max_tokens", "disconnect", "overloaded")
+#: written and the reply's ``stop_reason`` is ``max_tokens``), ``"disconnect"`` (no more
+#: events: the body ends in good order, without ``message_stop``), ``"abort"`` (the same
+#: events, then the connection breaks inside the body: on a chunked HTTP stream the client
+#: sees an incomplete chunk) and ``"overloaded"`` (an ``error`` event, as the API sends one
+#: mid-stream).
+CUTS = ("max_tokens", "disconnect", "abort", "overloaded")
 
 #: Characters of a tool call's input JSON per ``input_json_delta``.
 JSON_PIECE = 16
@@ -154,7 +156,7 @@ def wire_events(message: dict[str, Any], *, cut: str | None = None,
         for i, block in enumerate(content[:at]):
             events += block_events(i, block)
         events += _half_written(at, content[at])
-        if cut == "disconnect":
+        if cut in ("disconnect", "abort"):
             return events
         if cut == "overloaded":
             return events + [{"type": "error", "error": {"type": "overloaded_error",

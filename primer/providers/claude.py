@@ -15,9 +15,12 @@ writes and reads, so the loop's budgets and dollar figures count them.
 Streaming: with ``stream=True`` each call goes through the SDK's ``messages.stream``; its
 events are relayed to the loop as deltas (:mod:`primer.harness.streaming`) as they arrive,
 and the reply is the stream's final message, the same reply an unstreamed call gives. A
-stream that ends before its ``message_stop`` (the connection dropped) is a transient error,
-never a reply: a half-written ``tool_use`` is never run. An ``error`` event in the middle
-of a stream (``overloaded_error``) counts as the status it stands for (529).
+stream that ends before its ``message_stop`` is a transient error, never a reply, whether
+the body ended in good order or the connection broke inside it (the SDK then lets its HTTP
+library's ``RemoteProtocolError``, ``ReadError`` or ``ReadTimeout`` through, not an
+``anthropic.APIError``): a half-written ``tool_use`` is never run, and the loop retries.
+An ``error`` event in the middle of a stream (``overloaded_error``) counts as the status
+it stands for (529).
 
 Extended thinking: ``thinking={"type": "enabled", "budget_tokens": 2048}`` is sent as it is.
 ``thinking`` and ``redacted_thinking`` blocks come back with their ``signature`` (or
@@ -47,6 +50,7 @@ on the ``ClaudeLLM``, printed in its ``repr`` or copied into any reply or error 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from typing import Any, NoReturn, cast
 
@@ -198,6 +202,8 @@ class ClaudeLLM:
                 message = stream.get_final_message()
         except anthropic.APIError as e:
             return self._on_error(e)
+        except TRANSPORT_ERRORS as e:
+            raise stream_broken(e) from e
         return reply_from_stream(message)
 
     def count_tokens(self, *, system: str, messages: list[Message],
@@ -250,6 +256,8 @@ class AsyncClaudeLLM(ClaudeLLM):
                 message = await stream.get_final_message()
         except anthropic.APIError as e:
             return self._on_error(e)
+        except TRANSPORT_ERRORS as e:
+            raise stream_broken(e) from e
         return reply_from_stream(message)
 
     def count_tokens(self, *, system: str, messages: list[Message],
@@ -268,6 +276,31 @@ def relay_event(relay: DeltaRelay | None, event: Any) -> None:
     """Hand one SDK stream event to ``relay`` (in the wire shape), if it carries a delta."""
     if relay is not None and event.type in _BLOCK_EVENTS:
         relay.feed(event.model_dump(mode="json", exclude_none=True))
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """``TransportError`` of each HTTP library the SDK may read a stream with: ``httpx``
+    (SDK 0.x and 1.x) and ``httpx2`` (SDK 2.x), those installed."""
+    found = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+#: What the SDK raises, unwrapped, when a connection breaks while a stream is being read.
+TRANSPORT_ERRORS = _transport_errors()
+
+
+def stream_broken(e: Exception) -> TransientModelError:
+    """The error for a connection that broke while a reply streamed in (the SDK passes its
+    HTTP library's transport errors through once the response has begun): transient, so
+    the loop retries the call; nothing the stream had written is used."""
+    return TransientModelError(f"the connection broke while the reply streamed in "
+                               f"({type(e).__name__}: {e}); nothing in it was used",
+                               status=None)
 
 
 def reply_from_stream(message: Any) -> Reply:

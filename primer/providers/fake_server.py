@@ -18,9 +18,11 @@ with every field the SDKs require (``id``, ``type``, ``role``, ``model``, ``cont
 ``stop_reason``, ``stop_sequence``, ``usage``). Extra request fields are tolerated.
 
 With ``"stream": true`` a reply comes as server-sent events (those of
-:func:`~primer.harness.streaming.wire_events`); :meth:`FakeModelServer.cut_next_stream` cuts
-the next one off mid tool call. With thinking enabled the server signs each ``thinking``
-block and applies the API's rules (:mod:`primer.providers.thinking`), 400 when one is broken.
+:func:`~primer.harness.streaming.wire_events`) in a chunked HTTP body, as the API sends
+them; :meth:`FakeModelServer.cut_next_stream` cuts the next one off mid tool call, either
+in good order or by breaking the connection inside a chunk. With thinking enabled the
+server signs each ``thinking`` block and applies the API's rules
+(:mod:`primer.providers.thinking`), 400 when one is broken.
 
 Every request is checked as the real API checks it (:mod:`primer.harness.request_check`: the
 SDK's request types plus the pairing rules): an unanswered ``tool_use``, a non-object
@@ -47,6 +49,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -96,9 +99,11 @@ class ScriptedError:
 
 @dataclass
 class ServerSentEvents:
-    """A streamed reply: the ``events`` to send, each ``event: <type>`` / ``data: <json>``."""
+    """A streamed reply: the ``events`` to send, each ``event: <type>`` / ``data: <json>``;
+    ``abort``: break the connection inside the body after them."""
 
     events: list[dict[str, Any]]
+    abort: bool = False
 
 
 class RequestError(Exception):
@@ -210,7 +215,10 @@ class FakeModelServer:
         """Cut the next streamed reply off half-way through its first ``tool_use`` block's
         input (its last block's when it has none): ``how`` is ``"max_tokens"`` (the block
         closes half-written and the reply stops with ``stop_reason`` ``max_tokens``),
-        ``"disconnect"`` (the connection closes, no ``message_stop``) or ``"overloaded"`` (an
+        ``"disconnect"`` (the body ends in good order after the half-written block, with no
+        ``message_stop``), ``"abort"`` (after the same events the server announces a chunk,
+        sends part of it and closes the socket: the client's HTTP library reports an
+        incomplete chunked read, as when a real connection breaks) or ``"overloaded"`` (an
         ``overloaded_error`` event). ``ValueError`` for another ``how``."""
         if how not in CUTS:
             raise ValueError(f"cut_next_stream: how must be one of {', '.join(CUTS)}, "
@@ -253,8 +261,9 @@ class FakeModelServer:
             if body.get("stream") is True:
                 with self._lock:
                     cut = self._cuts.popleft() if self._cuts else None
-                return 200, {}, ServerSentEvents(wire_events(wire, cut=cut,
-                                                             max_tokens=body["max_tokens"]))
+                return 200, {}, ServerSentEvents(
+                    wire_events(wire, cut=cut, max_tokens=body["max_tokens"]),
+                    abort=cut == "abort")
             return 200, {}, wire
         except RequestError as e:
             return e.status, {}, error_body(e.status, e.message, e.details)
@@ -416,18 +425,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _stream(self, sse: ServerSentEvents) -> None:
-        """Send the events one by one, flushed, then close the connection (which is how
-        the body of a stream without a length ends)."""
+        """Send the events one chunk each (``Transfer-Encoding: chunked``), flushed, then
+        the last chunk; with ``sse.abort``, announce one more chunk, send half of it and
+        shut the socket instead, so the body is broken mid-chunk."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
         self.send_header("connection", "close")
         self.send_header("request-id", f"req_fake_{len(self.owner.requests):04d}")
         self.end_headers()
         self.close_connection = True
         for event in sse.events:
-            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
+        if sse.abort:
+            self.wfile.write(b"400\r\nevent: content_block_delta\ndata: {\"type\"")
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Silent: a line on stderr would fail a notebook cell."""
