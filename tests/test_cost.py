@@ -231,3 +231,18 @@ def test_cached_history_is_the_same_model_as_run_usages_history_mode():
 def test_a_prompt_that_does_not_extend_the_one_before_is_refused():
     with pytest.raises(ValueError, match="shorter than the one before"):
         cached_history_usages([Usage(1000, 1), Usage(900, 1)])
+
+
+def test_a_prompt_under_the_minimum_is_not_cached_so_the_next_call_reads_nothing():
+    calls = [Usage(1000, 50), Usage(2100, 60), Usage(2600, 70)]
+    assert cached_history_usages(calls, min_cacheable=2048) == [
+        Usage(1000, 50), Usage(0, 60, 2100, 0), Usage(0, 70, 500, 2100)]
+
+
+def test_a_static_prefix_under_the_minimum_is_billed_as_plain_input():
+    assert run_usages(3, 2_000, 800, 150, cache="prefix", min_cacheable=2_048) == \
+        run_usages(3, 2_000, 800, 150)
+    assert run_usages(3, 2_000, 800, 150, cache="prefix", min_cacheable=1_024)[1] == \
+        Usage(800, 150, 0, 2_000)
+    with pytest.raises(ValueError, match="min_cacheable must be >= 0"):
+        run_usages(3, 2_000, 800, cache="prefix", min_cacheable=-1)

@@ -92,15 +92,22 @@ def test_the_expected_cost_prices_each_failure_where_it_stops():
     assert n.expected_daily_cost_usd > n.daily_cost_usd
 
 
-def test_prompt_caching_gives_the_lower_bound_each_prompt_read_back_from_the_last():
+def test_prompt_caching_writes_the_static_prefix_once_and_reads_it_on_later_calls():
     n = design().numbers()
     prices = Prices(3.0, 15.0)
     prompts = [2_800 + 800 * (k - 1) for k in range(1, 7)]
-    by_hand = sum(cost_usd(Usage(0, 150, p - prev, prev), prices)
-                  for prev, p in zip([0, *prompts], prompts, strict=False))
+    by_hand = sum(cost_usd(Usage(p - 2_800, 150, 0 if k else 2_800, 2_800 if k else 0), prices)
+                  for k, p in enumerate(prompts))
     assert n.cached_cost_per_task_usd == pytest.approx(by_hand)
-    assert n.cached_cost_per_task_usd < n.cost_per_task_usd / 2
+    assert n.cached_cost_per_task_usd < n.cost_per_task_usd
     assert n.cached_daily_cost_usd == pytest.approx(10_000 * n.cached_cost_per_task_usd)
+
+
+def test_a_prefix_under_the_models_minimum_caches_nothing():
+    n = design(static_tokens=1_000, min_cacheable_tokens=2_048).numbers()
+    assert n.cached_cost_per_task_usd == n.cost_per_task_usd
+    assert design(static_tokens=1_000, min_cacheable_tokens=1_024).numbers() \
+        .cached_cost_per_task_usd < n.cost_per_task_usd
 
 
 def test_a_design_that_never_fails_expects_only_good_runs():

@@ -7,9 +7,11 @@ injection, the customer's identity and the agent's authority, personal data in t
 alerts, what on-call sees). Every figure an interviewer asks for is computed from those
 choices by :mod:`primer.loop.cost`, never typed in:
 
-- cost per task (USD) of a good run, uncached and with prompt caching
-  (:func:`~primer.loop.cost.run_usages`, ``cache="history"``), the cached figure being
-  the lower bound;
+- cost per task (USD) of a good run, uncached and with prompt caching as
+  ``ClaudeLLM(cache_prefix=True)`` asks for it: a breakpoint after the tool definitions and
+  the system prompt, cached only from the model's minimum cacheable length on
+  (:func:`~primer.loop.cost.run_usages`, ``cache="prefix"``), every call within the cache
+  lifetime (the lower bound);
 - where a failed run stops: the first call whose reply takes the running total past the
   token budget, else the step cap (else the context window), and what it costs there;
 - end-to-end success at the per-step success rate
@@ -39,6 +41,7 @@ from primer.loop.config import AgentConfig
 from primer.loop.cost import cumulative_input_tokens, run_cost_usd, run_usages
 from primer.loop.model import Prices, Usage
 from primer.loop.state import HANDOFF_TOOL_NAME
+from primer.providers.claude import DEFAULT_MODEL, MIN_CACHEABLE_TOKENS
 
 #: End-to-end success a design should reach; below it the review says so.
 TARGET_SUCCESS = 0.9
@@ -117,9 +120,10 @@ class DesignNumbers:
     """The figures of a design (tokens, USD, probabilities 0..1, shares 0..1).
 
     A good run makes ``good_run_steps`` model calls: ``tokens_per_task``,
-    ``cost_per_task_usd`` (no caching) and ``cached_cost_per_task_usd`` (prompt caching
-    with a breakpoint at the end of each prompt, every call within the cache lifetime: the
-    lower bound). A failed run stops where the design's own limits stop it:
+    ``cost_per_task_usd`` (no caching) and ``cached_cost_per_task_usd`` (prompt caching of
+    the static prefix, where ``ClaudeLLM(cache_prefix=True)`` puts its breakpoints, when it
+    reaches ``min_cacheable_tokens``; every call within the cache lifetime: the lower
+    bound). A failed run stops where the design's own limits stop it:
     ``failed_run_calls`` model calls, ending with ``failed_run_stop_cause`` (``token_budget``
     at the first reply whose running total passes the budget, ``max_steps`` at the cap, or
     ``context_window`` before a call that would pass :data:`STOP_SHARE` of the window),
@@ -182,9 +186,15 @@ class SupportDesign:
     - ``reasons``: why each limit was chosen, keyed ``"max_steps"``, ``"token_budget"``.
     - ``safeguards``: the security and operations half (:class:`Safeguards`).
 
-    The cached figures assume the static prefix is at least the model's minimum cacheable
-    length (1,024 to 4,096 tokens by model in Anthropic's prompt-caching docs; check
-    yours). Raises ``ValueError`` for sizes or limits that cannot work, saying which and why.
+    - ``min_cacheable_tokens``: the model's minimum cacheable prompt length, default
+      ``claude-sonnet-4-6``'s 2,048 (:data:`~primer.providers.claude.MIN_CACHEABLE_TOKENS`).
+
+    The cached figures put the cache breakpoints where ``ClaudeLLM(cache_prefix=True)``
+    does: after the tool definitions and the system prompt (``base_tokens``; the design
+    counts the task in ``static_tokens``, though it travels in the first message, after the
+    breakpoint). The history is never cached; a ``base_tokens`` under
+    ``min_cacheable_tokens`` caches nothing, and the cached figures equal the uncached
+    ones. Raises ``ValueError`` for sizes or limits that cannot work, saying which and why.
     """
 
     tools: tuple[ToolPlan, ...]
@@ -199,6 +209,7 @@ class SupportDesign:
     prices: Prices = field(default_factory=lambda: Prices(3.0, 15.0))
     context_window: int = DEFAULT_WINDOW
     tasks_per_day: int = 10_000
+    min_cacheable_tokens: int = MIN_CACHEABLE_TOKENS[DEFAULT_MODEL]
     reasons: dict[str, str] = field(default_factory=dict)
     safeguards: Safeguards = field(default_factory=Safeguards)
 
@@ -212,7 +223,8 @@ class SupportDesign:
                       ("tool_definition_tokens", self.tool_definition_tokens),
                       ("tokens_per_step", self.tokens_per_step),
                       ("output_tokens_per_call", self.output_tokens_per_call),
-                      ("tasks_per_day", self.tasks_per_day)) if v < 0]
+                      ("tasks_per_day", self.tasks_per_day),
+                      ("min_cacheable_tokens", self.min_cacheable_tokens)) if v < 0]
         if not 0 <= self.per_step_success <= 1:
             problems.append(f"per_step_success must be a probability between 0 and 1 (got "
                             f"{self.per_step_success}); write 97% as 0.97")
@@ -239,7 +251,13 @@ class SupportDesign:
 
     def _usages(self, calls: int, cache: bool = False) -> list[Usage]:
         return run_usages(calls, self.base_tokens, self.tokens_per_step,
-                          self.output_tokens_per_call, cache="history" if cache else "none")
+                          self.output_tokens_per_call, cache="prefix" if cache else "none",
+                          min_cacheable=self.min_cacheable_tokens)
+
+    @property
+    def prefix_is_cached(self) -> bool:
+        """Whether the static prefix (``base_tokens``) reaches ``min_cacheable_tokens``."""
+        return self.base_tokens >= self.min_cacheable_tokens
 
     def failed_run_stop(self) -> tuple[int, str]:
         """Where a run that never finishes stops: ``(model calls made, stop cause)``.
@@ -436,6 +454,11 @@ class SupportDesign:
                   f"  a good run ({self.good_run_steps} calls): {n.tokens_per_task:,} tokens, "
                   f"{n.cost_per_task_usd:.4f} USD; with prompt caching "
                   f"{n.cached_cost_per_task_usd:.4f} USD",
+                  (f"  caching covers the {self.base_tokens:,}-token prefix (tools, system "
+                   f"prompt; the minimum is {self.min_cacheable_tokens:,}), not the history"
+                   if self.prefix_is_cached else
+                   f"  caching covers nothing: the {self.base_tokens:,}-token prefix (tools, "
+                   f"system prompt) is under the {self.min_cacheable_tokens:,}-token minimum"),
                   f"  a failed run stops on {n.failed_run_stop_cause} at call "
                   f"{n.failed_run_calls}: {n.failed_run_tokens:,} tokens, "
                   f"{n.failed_run_cost_usd:.4f} USD (cached {n.cached_failed_run_cost_usd:.4f})",
