@@ -1,11 +1,9 @@
 """Token and dollar arithmetic for agent runs.
 
-What this module answers, each with one function: the dollars of a call (:func:`cost_usd`)
-and of a run (:func:`run_cost_usd`), the input tokens a run sends when every call re-sends
-the history (:func:`cumulative_input_tokens`, both counting conventions) and what prompt
-caching changes (:func:`run_usages`, :func:`cached_prefix_usages`,
-:func:`cached_history_usages`). The estimates lessons and the design round build on
-them (trimming, compounding success, a context budget) are :mod:`primer.course.estimates`.
+The dollars of a call (:func:`cost_usd`) and of a run (:func:`run_cost_usd`), the input
+tokens a run sends when every call re-sends the history (:func:`cumulative_input_tokens`)
+and what prompt caching changes (:func:`run_usages`, :func:`cached_prefix_usages`,
+:func:`cached_history_usages`). Estimates built on them: :mod:`primer.course.estimates`.
 
 Prices are USD per million tokens. The production lesson's prices are 5 USD per million
 input tokens and 25 USD per million output tokens (``Prices()``'s defaults). Prompt-cache
@@ -91,116 +89,69 @@ def run_usages(calls: int, base: int, per_step: int, output_per_call: int = 0, *
                min_cacheable: int = 0) -> list[Usage]:
     """The :class:`~primer.loop.model.Usage` of each model call of a run, with or without caching.
 
-    The prompt of call ``n`` is :func:`call_input_tokens` (``base`` static tokens plus
-    ``per_step`` tokens of history a step); each call writes ``output_per_call`` tokens.
-    ``cache`` says where the request's cache breakpoints (``cache_control`` marks) are:
-
-    - ``"none"``: no breakpoint; every prompt token is uncached input;
-    - ``"prefix"``: a breakpoint after the static ``base`` (the tool definitions and system
-      prompt, which is where ``ClaudeLLM(cache_prefix=True)`` puts its marks): see
-      :func:`cached_prefix_usages`;
-    - ``"history"``: a breakpoint at the end of each prompt (``ClaudeLLM`` sets none there):
-      see :func:`cached_history_usages`.
-
-    ``min_cacheable`` is the model's minimum cacheable prompt length (tokens; 2,048 for
-    ``claude-sonnet-4-6``, :data:`primer.providers.claude.MIN_CACHEABLE_TOKENS`): a
-    breakpoint with fewer tokens before it caches nothing, and those tokens are billed as
-    plain input. The default 0 ignores the minimum. Cache writes and reads go to
-    ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` (the Anthropic ``usage``
-    fields), so :func:`cost_usd` prices them at the write premium and read discount of its
-    :class:`Prices`. Calls are assumed to come within the cache lifetime (5 minutes,
-    refreshed on each read). Source: Anthropic, "Prompt caching" documentation
-    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
-    Raises ``ValueError`` for negative sizes or an unknown ``cache`` mode.
+    Call ``n`` sends :func:`call_input_tokens` and writes ``output_per_call`` tokens.
+    ``cache`` says where the cache breakpoints are: ``"none"``, none; ``"prefix"``, after
+    the static ``base``, where ``ClaudeLLM(cache_prefix=True)`` marks it
+    (:func:`cached_prefix_usages`); ``"history"``, at the end of each prompt, which
+    ``ClaudeLLM`` does not mark (:func:`cached_history_usages`). ``min_cacheable``: the
+    model's minimum cacheable length (tokens; 0 ignores it). ``ValueError`` for negative
+    sizes or an unknown ``cache`` mode.
     """
     if cache not in ("none", "prefix", "history"):
         raise ValueError(f"cache must be 'none', 'prefix' or 'history' (got {cache!r})")
     if output_per_call < 0:
         raise ValueError(f"output_per_call must be >= 0 tokens (got {output_per_call!r})")
-    prompts = per_call_input_tokens(calls, base, per_step,
-                                    history_on_first_call=history_on_first_call)
-    usages = [Usage(p, output_per_call) for p in prompts]
-    if cache == "history":
-        return cached_history_usages(usages, min_cacheable=min_cacheable)
-    if cache == "prefix":
-        return cached_prefix_usages(usages, base, min_cacheable=min_cacheable)
-    return usages
-
-
-def _check_minimum(min_cacheable: int) -> None:
-    if min_cacheable < 0:
-        raise ValueError(f"min_cacheable must be >= 0 tokens (got {min_cacheable!r})")
+    usages = [Usage(p, output_per_call) for p in per_call_input_tokens(
+        calls, base, per_step, history_on_first_call=history_on_first_call)]
+    if cache == "none":
+        return usages
+    return cached_prefix_usages(usages, base, min_cacheable=min_cacheable) \
+        if cache == "prefix" else cached_history_usages(usages, min_cacheable=min_cacheable)
 
 
 def cached_prefix_usages(usages: Sequence[Usage], prefix: int, cold: Collection[int] = (), *,
                          min_cacheable: int = 0) -> list[Usage]:
     """Calls that were made, priced again with a cache breakpoint after their first ``prefix``
-    tokens: what ``ClaudeLLM(cache_prefix=True)`` asks for.
+    tokens, as ``ClaudeLLM(cache_prefix=True)`` marks them (the last tool definition and the
+    system prompt; the API reads tools, then system, then messages, so no message is cached).
 
-    ``ClaudeLLM`` marks the last tool definition and the system prompt with ``cache_control``;
-    the API puts the tools first, then the system prompt, then the messages, so the cached
-    prefix is the tool definitions and the system prompt (``prefix`` tokens) and the whole
-    message list stays uncached input. The first call (and a call whose index, from 0, is
-    in ``cold``: the cache expired) writes the prefix; the others read it. A ``prefix``
-    under ``min_cacheable`` tokens is not cached at all: the calls come back unchanged.
-    The prompt is a call's ``input_tokens`` plus its cache fields; output is unchanged.
-    Source: Anthropic, "Prompt caching"
-    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
-    Raises ``ValueError`` for a negative size or a prompt shorter than ``prefix``.
+    Call 0, and a call whose index is in ``cold`` (the cache expired), writes the prefix;
+    the others read it. A ``prefix`` under ``min_cacheable`` tokens (the model's minimum
+    cacheable length) is not cached: the calls come back unchanged. ``ValueError`` for a
+    prompt (``prompt_tokens``) shorter than ``prefix``.
     """
-    _check_minimum(min_cacheable)
-    if prefix < 0:
-        raise ValueError(f"prefix must be >= 0 tokens (got {prefix!r})")
-    out: list[Usage] = []
-    for n, u in enumerate(usages):
-        prompt = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
-        if prompt < prefix:
-            raise ValueError(f"call {n}'s prompt ({prompt} tokens) is shorter than the "
-                             f"{prefix}-token prefix")
-        if prefix == 0 or prefix < min_cacheable:
-            out.append(Usage(prompt, u.output_tokens))
-            continue
-        write = n == 0 or n in cold
-        out.append(Usage(prompt - prefix, u.output_tokens, prefix if write else 0,
-                         0 if write else prefix))
-    return out
+    return _cached(usages, cold, min_cacheable, prefix)
 
 
 def cached_history_usages(usages: Sequence[Usage], cold: Collection[int] = (), *,
                           min_cacheable: int = 0) -> list[Usage]:
-    """Calls that were made, priced again as if the prompt cache held each previous prompt.
-
-    ``usages`` are consecutive calls whose prompts each extend the one before (a run, or a
-    conversation's turns one after another). With a cache breakpoint at the end of every
-    prompt (``ClaudeLLM`` does not set one there; see :func:`cached_prefix_usages` for what
-    it sets), call ``n`` reads call ``n - 1``'s whole prompt from the cache and writes only
-    its new tail: ``cache_read_input_tokens`` = the previous prompt,
-    ``cache_creation_input_tokens`` = the rest. A call whose index (from 0) is in ``cold``
-    finds the cache expired (more than its lifetime, 5 minutes, since the last read: a
-    customer who answers slowly) and writes its whole prompt. A prompt under
-    ``min_cacheable`` tokens (the model's minimum cacheable length) is billed as plain
-    input and writes nothing, so the call after it reads nothing. The prompt is a call's
-    ``input_tokens`` plus its cache fields; output is unchanged. Source: Anthropic, "Prompt
-    caching" (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
-    Raises ``ValueError`` when a warm call's prompt is shorter than the one before it (not
-    an extension).
+    """Calls that were made, priced again as if the prompt cache held each previous prompt:
+    ``usages`` are consecutive calls whose prompts each extend the one before. With a
+    breakpoint at the end of every prompt (``ClaudeLLM`` sets none there), call ``n`` reads
+    call ``n - 1``'s prompt and writes the rest; a call whose index is in ``cold`` finds the
+    cache expired (5 minutes since the last read) and writes its whole prompt. A prompt under
+    ``min_cacheable`` tokens is plain input and writes nothing. ``ValueError``: a warm call's
+    prompt shorter than the one before it.
     """
-    _check_minimum(min_cacheable)
-    out: list[Usage] = []
-    previous = cached = 0
+    return _cached(usages, cold, min_cacheable, None)
+
+
+def _cached(usages: Sequence[Usage], cold: Collection[int], min_cacheable: int,
+            prefix: int | None) -> list[Usage]:
+    # Anthropic, "Prompt caching": a breakpoint caches what is before it, from the minimum on
+    if min_cacheable < 0 or (prefix or 0) < 0:
+        raise ValueError(f"min_cacheable must be >= 0, prefix too ({min_cacheable}, {prefix})")
+    out, previous, cached = [], 0, 0
     for n, u in enumerate(usages):
-        prompt = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
-        if n not in cold and prompt < previous:
+        prompt, mark = u.prompt_tokens, u.prompt_tokens if prefix is None else prefix
+        if prompt < (mark if prefix is not None else 0 if n in cold else previous):
             raise ValueError(f"call {n}'s prompt ({prompt} tokens) is shorter than the one "
-                             f"before it ({previous}): it cannot extend it")
-        previous = prompt
-        read = 0 if n in cold else cached
-        if prompt < min_cacheable:
-            out.append(Usage(prompt, u.output_tokens))
-            cached = 0
-            continue
-        out.append(Usage(0, u.output_tokens, prompt - read, read))
-        cached = prompt
+                             f"before it ({previous})" if prefix is None else
+                             f"call {n}'s prompt ({prompt} tokens) is shorter than the prefix")
+        previous, read = prompt, 0 if n in cold else cached
+        cached = mark if mark >= max(min_cacheable, 1) else 0    # under the minimum: none
+        read = read if cached else 0
+        out.append(Usage(prompt - cached, u.output_tokens, cached - read, read))
     return out
 
 
