@@ -17,9 +17,16 @@ def cell(notebook: str, tag: str) -> str:
     return next(c.source for c in nb.cells if tag in c.get("metadata", {}).get("tags", []))
 
 
+def solution_source() -> str:
+    """Lesson 14's folded reference loop, without the cell's own call of the checker."""
+    source = cell("14_the_interview_rounds.ipynb", "exercise-solution")
+    assert source.endswith("\nreport = check_loop(my_loop)")
+    return source.removesuffix("report = check_loop(my_loop)")
+
+
 def test_the_reference_solution_in_a_file_exits_0_with_full_marks(tmp_path, capsys):
     loop = tmp_path / "loop.py"
-    loop.write_text(cell("solutions/14_solution.ipynb", "solution"))
+    loop.write_text(solution_source())
     assert main(["check-loop", str(loop)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "score: 11/11"
 
@@ -37,7 +44,7 @@ def test_a_loop_that_never_calls_the_model_gets_fail_lines_not_a_traceback(tmp_p
 
 def test_the_starter_exits_1_and_names_the_crashing_line_from_its_def(tmp_path, capsys):
     loop = tmp_path / "starter.py"
-    loop.write_text("# my first try\n\n" + cell("14_the_interview_rounds.ipynb", "starter")
+    loop.write_text("# my first try\n\n" + cell("14_the_interview_rounds.ipynb", "exercise-starter")
                     .replace("def my_loop", "def first_try"))
     assert main(["check-loop", f"{loop}:first_try"]) == 1
     out = capsys.readouterr().out
@@ -95,7 +102,7 @@ def test_calling_the_model_as_in_the_early_lessons_is_explained_once(tmp_path, c
 
 
 def test_a_loop_sending_a_tools_raw_dict_is_told_what_the_api_refuses(tmp_path, capsys):
-    source = cell("solutions/14_solution.ipynb", "solution").replace(
+    source = solution_source().replace(
         "output if isinstance(output, str) else json.dumps(output)", "output")
     loop = tmp_path / "loop.py"
     loop.write_text(source)

@@ -411,11 +411,12 @@ def loop_from(path: Path, tag: str):
 
 
 def test_the_reference_solution_scores_full_marks():
-    report = check(loop_from(ROOT / "notebooks" / "solutions" / "14_solution.ipynb",
-                             "solution"))
+    report = check(loop_from(ROOT / "notebooks" / "14_the_interview_rounds.ipynb",
+                             "exercise-solution"))
     assert report.failed == [], str(report)
 
 
 def test_the_lessons_starter_loop_passes_only_the_happy_path():
-    report = check(loop_from(ROOT / "notebooks" / "14_the_interview_rounds.ipynb", "starter"))
+    report = check(loop_from(ROOT / "notebooks" / "14_the_interview_rounds.ipynb",
+                             "exercise-starter"))
     assert report.failed == NAMES[1:], str(report)

@@ -1,16 +1,21 @@
-"""The figures lesson 14 states, computed again: the starter's score, the design's cost with
-and without caching, where its failed run stops, its day, its window, and the checklist."""
+"""The figures lesson 14 states, computed again: the starter's score, the reference
+solution's, the design's cost with and without caching, where its failed run stops, its day,
+its window, the checklist, and the quiz's number."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import nbformat
+from notebook_cells import solution
 
 from primer.course.exercises import BEHAVIOURS, check_loop
 from primer.course.interview_checklist import checklist
+from primer.course.quiz import load_quiz
 from primer.course.support_design import Safeguards, SupportDesign, ToolPlan
 from primer.loop.config import AgentConfig
+from primer.loop.cost import run_usages
+from primer.providers.claude import DEFAULT_MODEL, MIN_CACHEABLE_TOKENS
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "notebooks" / "14_the_interview_rounds.ipynb"
@@ -38,7 +43,7 @@ def cells():
 
 
 def lesson_loop():
-    source = next(c.source for c in cells() if "starter" in c.metadata.get("tags", []))
+    source = next(c.source for c in cells() if "exercise-starter" in c.metadata.get("tags", []))
     namespace: dict = {}
     exec(compile(source, "<lesson 14>", "exec"), namespace)  # noqa: S102
     return namespace["my_loop"]
@@ -55,6 +60,11 @@ def test_the_starter_passes_one_of_eleven_behaviours():
     assert "The starter passes **1 of 11** behaviours." in outputs()
 
 
+def test_the_folded_reference_solution_passes_every_behaviour():
+    report = check_loop(solution("14", "my_loop"), show=False)
+    assert report.failed == [] and report.total == 11
+
+
 def test_the_lessons_design_is_the_one_pinned_here():
     source = next(c.source for c in cells() if c.source.startswith("design = SupportDesign("))
     for text in ("good_run_steps=6", "max_steps=12", "token_budget=60_000",
@@ -65,13 +75,14 @@ def test_the_lessons_design_is_the_one_pinned_here():
 def test_the_design_round_figures():
     n = DESIGN.numbers()
     assert (round(n.cost_per_task_usd, 2), n.tokens_per_task) == (0.10, 29_700)
-    assert round(n.cached_cost_per_task_usd, 3) == 0.046
+    assert round(n.cached_cost_per_task_usd, 3) == 0.064            # the prefix, cached
+    assert (DESIGN.base_tokens, DESIGN.min_cacheable_tokens) == (2_800, 2_048)
     assert (round(n.end_to_end_success, 2), round(n.per_step_needed, 3)) == (0.83, 0.983)
     assert (n.failed_run_stop_cause, n.failed_run_calls, n.failed_run_tokens) == \
         ("token_budget", 10, 65_500)
     assert round(n.failed_run_cost_usd, 2) == 0.21
     assert (round(n.cached_daily_cost_usd), round(n.cached_expected_daily_cost_usd),
-            round(n.expected_daily_cost_usd)) == (456, 507, 1_190)
+            round(n.expected_daily_cost_usd)) == (642, 783, 1_190)
     assert round(1 - n.end_to_end_success, 2) == 0.17
     assert round(n.context_share_at_cap, 3) == 0.059
     assert DESIGN.context_window == AgentConfig().context_window == 200_000
@@ -81,9 +92,11 @@ def test_the_design_round_figures():
 
 def test_the_lessons_prose_states_those_figures():
     text = outputs()
-    for phrase in ("a good run costs about **0.10 USD** (29,700 tokens)", "about **0.046 USD**",
+    for phrase in ("a good run costs about **0.10 USD** (29,700 tokens)",
+                   "the 2,800-token prefix of tool definitions", "about **0.064 USD**",
+                   "the model's 2,048-token minimum would cache nothing",
                    "on **token_budget** at call **10**, after 65,500 tokens, 0.21 USD",
-                   "at least **456 USD**", "about **507 USD** cached, or 1,190 USD",
+                   "at least **642 USD**", "about **783 USD** cached, or 1,190 USD",
                    "fills 5.9% of the 200,000-token window"):
         assert phrase in text, phrase
 
@@ -95,10 +108,16 @@ def test_the_lessons_checklist_ticks_the_marked_answer_and_not_the_wordy_one():
     assert checklist({1: "TFTF"}).splitlines()[0].startswith("[x] 1.")
 
 
-def test_the_lesson_ends_with_test_yourself_and_a_recap():
-    markdown = [c.source for c in cells() if c.cell_type == "markdown"]
-    assert markdown[-2].startswith("## Test yourself") and markdown[-1].startswith("## Recap")
-    assert markdown[-2].count("<details><summary>Answer</summary>") == 4
+def test_the_quiz_number_a_prefix_under_the_minimum_reads_nothing_from_the_cache():
+    minimum = MIN_CACHEABLE_TOKENS[DEFAULT_MODEL]
+    assert minimum == 2_048
+    read = sum(u.cache_read_input_tokens
+               for u in run_usages(6, 1_800, 800, 150, cache="prefix", min_cacheable=minimum))
+    assert read == 0 == load_quiz("14").questions[2].number
+    below = run_usages(6, 1_800, 800, 150, cache="prefix", min_cacheable=1_024)
+    assert sum(u.cache_read_input_tokens for u in below) == 9_000       # a wrong answer's why
+    assert sum(u.cache_creation_input_tokens + u.cache_read_input_tokens for u in below) \
+        == 10_800
 
 
 def test_display_only_prose_cells_hide_their_source():
