@@ -36,3 +36,9 @@ def test_the_recovered_run_costs_1533_tokens_more_than_a_crash_and_restart_at_12
         (260, 79), (490, 56), (603, 45)]
     assert (tokens(recovered), tokens(clean), tokens(recovered[:1])) == (1533, 877, 339)
     assert tokens(recovered[:1]) + tokens(clean) == 1216 < tokens(recovered)
+
+
+def test_the_quizzes_scripted_answers_are_right():
+    from primer.course.quiz import load_quiz
+    assert load_quiz("03").answer(1, "b").right
+    assert load_quiz("04").answer(2, "c").right
