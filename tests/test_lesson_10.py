@@ -90,3 +90,14 @@ def test_the_gallery_diagnosis_the_lesson_shows_names_each_mode_and_what_stops_n
     e = diagnose(gallery_path("no-progress")).findings[0].effect
     assert (e.setting, e.stops_at, e.calls_saved) == ("no_progress_window=3", 3, 5)
     assert (e.input_tokens_saved, e.input_tokens_total) == (4_342, 5_737)
+
+
+def test_the_quiz_pass_hat_3_of_5_in_10_is_one_twelfth_and_the_naive_figure_is_wrong():
+    from primer.course.quiz import load_quiz
+    from primer.harness.evals.results import pass_at_k, pass_hat_k
+
+    quiz = load_quiz("10")
+    assert round(pass_hat_k(10, 5, 3), 4) == 0.0833 and quiz.answer(1, 0.0833).right
+    assert (5 / 10) ** 3 == 0.125 and not quiz.answer(1, 0.125).right
+    assert round(pass_at_k(10, 5, 3), 4) == 0.9167 and not quiz.answer(1, 0.9167).right
+    assert quiz.answer(2, "c").right and quiz.answer(3, "b").right and quiz.answer(4, "b").right
