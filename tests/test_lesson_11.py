@@ -47,3 +47,15 @@ def test_the_number_of_workers_follows_the_message_and_the_cap_is_checked_first(
     assert len(routes.handle_with_orchestrator(two).subtasks) == 2
     capped = routes.handle_with_orchestrator(two, max_subtasks=1)
     assert (capped.outcome, capped.model_calls) == ("too_many_subtasks", 1)
+
+
+def test_the_quiz_counts_the_routed_desks_model_calls_as_the_library_does():
+    from primer.course.quiz import load_quiz
+    wf, agent, routed = routes.compare_with_routing()
+    q = load_quiz("11").questions[2]
+    assert q.number == routed["model calls"] == 16
+    per_ticket = {t.id: routes.handle_with_routing(t)[1].model_calls for t in support.TICKETS}
+    assert sorted(per_ticket.values()) == [3, 3, 3, 3, 4]      # router + workflow 2, + agent 3
+    wrong = {w.value for w in q.wrong}
+    assert wrong == {routed["model calls"] - len(support.TICKETS), agent["model calls"]} \
+        == {11, 15}

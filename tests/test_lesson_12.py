@@ -77,3 +77,16 @@ def test_in_a_conversation_the_current_question_is_kept_next_to_the_task_before_
     assert followup.stop_cause is StopCause.END_TURN and len(followup.steps) == 13
     assert texts[:2] == ["Hello.", "Now read the whole report, page by page."]
     assert texts[2].startswith(SUMMARY_HEADER)
+
+
+def test_the_quiz_takes_the_childs_tokens_from_the_parents_total_as_the_library_counts_them():
+    from primer.course.quiz import load_quiz
+    helper = investigate_tool()
+    parent = run_production(support.make_parent_llm(), support.DOUBLE_CHARGE_TASK, [helper])
+    child = helper.fn.runs[0]
+    q = load_quiz("12").questions[2]
+    assert (child.usage.total_tokens, parent.usage.total_tokens) == (3_879, 4_560)
+    assert q.number == parent.usage.total_tokens - child.usage.total_tokens == 681
+    assert {w.value for w in q.wrong} == {parent.usage.total_tokens,
+                                          parent.usage.total_tokens + child.usage.total_tokens}
+    assert sum(s.usage.total_tokens for s in parent.steps) == 681
