@@ -74,7 +74,8 @@ def test_the_thinking_run_through_the_sdk_sends_its_thinking_back_and_marks_both
 
 
 @pytest.mark.parametrize("how, cause, requests, ran", [("max_tokens", "max_tokens", 1, 0),
-                                                       ("disconnect", "end_turn", 3, 8)])
+                                                       ("disconnect", "end_turn", 3, 8),
+                                                       ("abort", "end_turn", 3, 8)])
 def test_a_cut_stream_runs_nothing_or_is_retried_and_runs_each_call_once(how, cause, requests,
                                                                          ran):
     done = []
@@ -103,3 +104,10 @@ def test_the_fallback_run_costs_each_call_at_its_own_models_prices():
         "claude-small": (421, 0.0012), "claude-big": (743, 0.0124)}
     assert round(run.cost_usd, 4) == 0.0136
     assert round(sum(cost_usd(s.usage, PRICES["claude-big"]) for s in run.steps), 4) == 0.0304
+
+
+def test_the_quiz_answers_match_what_the_lesson_shows():
+    from primer.course.quiz import load_quiz
+    quiz = load_quiz("15")
+    assert quiz.answer(2, "b").right and not quiz.answer(2, "a").right
+    assert quiz.answer(3, "b").right and quiz.answer(4, "b").right

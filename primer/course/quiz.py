@@ -65,7 +65,7 @@ class WrongNumber:
 
 
 @dataclass(frozen=True)
-class Question:
+class QuizQuestion:
     """A choice question (``choices`` set) or a number question (``number`` set).
 
     For a number, an answer within ``tolerance`` (absolute) of ``number`` is right and gets
@@ -107,7 +107,7 @@ class Quiz:
     """A lesson's questions, in order; question numbers count from 1."""
 
     lesson: str
-    questions: tuple[Question, ...]
+    questions: tuple[QuizQuestion, ...]
 
     def answer(self, number: int, response: str | float) -> Feedback:
         """Judge ``response`` to question ``number`` (1-based).
@@ -155,6 +155,9 @@ class Quiz:
     def _repr_markdown_(self) -> str:
         return self.written()
 
+    def __repr__(self) -> str:
+        return f"Quiz(lesson {self.lesson!r}, {len(self.questions)} questions)"
+
 
 def load_quiz(lesson: str | int, directory: Path | None = None) -> Quiz:
     """The quiz of lesson ``lesson`` (``"03"``, ``3`` or ``"13b"``), read from
@@ -178,7 +181,7 @@ def load_quiz(lesson: str | int, directory: Path | None = None) -> Quiz:
                             for n, q in enumerate(data["questions"], 1)))
 
 
-def _question(raw: Any, n: int, file: str) -> Question:
+def _question(raw: Any, n: int, file: str) -> QuizQuestion:
     where = f"{file}, question {n}"
     if not isinstance(raw, dict) or not isinstance(raw.get("ask"), str) or not raw["ask"]:
         raise QuizError(f"{where}: each question needs an 'ask' text")
@@ -201,7 +204,7 @@ def _question(raw: Any, n: int, file: str) -> Question:
             parsed.append(Choice(c["text"], c.get("right", False), c["why"].strip()))
         if sum(c.right for c in parsed) != 1:
             raise QuizError(f"{where}: exactly one choice must have 'right: true'")
-        return Question(raw["ask"], choices=tuple(parsed))
+        return QuizQuestion(raw["ask"], choices=tuple(parsed))
     number = _as_number(raw["number"])
     tolerance = _as_number(raw.get("tolerance", 0))
     if number is None or tolerance is None or tolerance < 0:
@@ -220,7 +223,7 @@ def _question(raw: Any, n: int, file: str) -> Question:
     otherwise = raw.get("otherwise", "")
     if not isinstance(otherwise, str):
         raise QuizError(f"{where}: 'otherwise' must be text")
-    return Question(raw["ask"], number=number, tolerance=tolerance, why=raw["why"].strip(),
+    return QuizQuestion(raw["ask"], number=number, tolerance=tolerance, why=raw["why"].strip(),
                     wrong=tuple(wrong), otherwise=otherwise.strip())
 
 

@@ -11,7 +11,7 @@ import html
 
 import ipywidgets as widgets
 
-from primer.course.quiz import LABELS, Question, Quiz, QuizError
+from primer.course.quiz import LABELS, QuizQuestion, Quiz, QuizError
 
 
 def quiz_widget(quiz: Quiz) -> widgets.VBox:
@@ -19,7 +19,7 @@ def quiz_widget(quiz: Quiz) -> widgets.VBox:
     return widgets.VBox([_question_box(quiz, n, q) for n, q in enumerate(quiz.questions, 1)])
 
 
-def _question_box(quiz: Quiz, n: int, q: Question) -> widgets.VBox:
+def _question_box(quiz: Quiz, n: int, q: QuizQuestion) -> widgets.VBox:
     prompt = widgets.HTML(f"<b>{n}. {html.escape(q.ask)}</b>")
     entry: widgets.RadioButtons | widgets.Text
     if q.choices:
