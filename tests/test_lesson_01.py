@@ -44,3 +44,31 @@ def test_one_shot_forgets_for_41_tokens_and_memory_remembers_for_74():
         out[harness.__name__] = (replies[-1].text, sum(r.usage.input_tokens for r in replies))
     assert out == {"one_shot": ("I don't know: nobody told me your name.", 41),
                    "with_memory": ("Your name is Asha.", 74)}
+
+
+def test_the_quiz_s_36_is_what_six_calls_with_memory_send_in_messages():
+    sizes = []
+
+    def counting(messages):
+        sizes.append(len(messages))
+        return chat.name_model(messages)
+
+    chat.with_memory(ScriptedLLM(counting), chat.QUESTIONS)
+    assert sizes == [1, 3, 5, 7, 9, 11] and sum(sizes) == 36
+    from primer.course.quiz import load_quiz
+    assert load_quiz("01").questions[2].number == sum(sizes)
+
+
+def test_the_reference_request_for_call_counts_what_the_model_s_usage_reports():
+    from notebook_cells import solution
+
+    from primer.loop.model import estimate_tokens
+    request_for_call = solution("01", "request_for_call")
+    replies = chat.with_memory(ScriptedLLM(chat.name_model), chat.QUESTIONS)
+    said = [r.content for r in replies]
+    counted = []
+    for n in range(1, len(chat.QUESTIONS) + 1):
+        request = request_for_call(chat.SYSTEM, chat.QUESTIONS, said, n)
+        counted.append(estimate_tokens(request["system"]) + estimate_tokens([])
+                       + sum(estimate_tokens(m) for m in request["messages"]))
+    assert counted == [r.usage.input_tokens for r in replies] == [37, 85, 132, 161, 208, 246]

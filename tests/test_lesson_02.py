@@ -73,3 +73,19 @@ def test_a_tool_use_left_unanswered_is_refused_with_a_400(wire):
         client.messages.create(model="m", max_tokens=1024, tools=registry.definitions(),
                                messages=[user_message("A123?"), assistant_message(blocks),
                                          user_message("Well?")])
+
+
+def test_the_quiz_s_1040_is_five_calls_each_sending_the_208_tokens_of_definitions():
+    from primer.course.quiz import load_quiz
+    per_call = estimate_tokens(ToolRegistry(orders.make_tools()).definitions())
+    assert (per_call, 5 * per_call) == (208, 1040)
+    assert load_quiz("02").questions[4].number == 5 * per_call
+    assert "208" in load_quiz("02").questions[4].ask
+
+
+def test_the_four_tool_choice_forms_are_the_sdk_s():
+    import anthropic.types as t
+    for kind in ("Auto", "Any", "Tool", "None"):
+        assert getattr(t, f"ToolChoice{kind}Param").__annotations__["type"]
+    assert "disable_parallel_tool_use" in t.ToolChoiceAutoParam.__annotations__
+    assert "disable_parallel_tool_use" not in t.ToolChoiceNoneParam.__annotations__
