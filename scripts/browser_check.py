@@ -92,12 +92,25 @@ class CheckFailed(RuntimeError):
 
 # ================================================================ which lessons
 
+def is_quiz(cell: dict[str, Any]) -> bool:
+    """Whether a notebook cell shows the lesson's "Test yourself" quiz (tagged ``quiz``)."""
+    return "quiz" in cell.get("metadata", {}).get("tags", [])
+
+
 def widget_count(path: Path) -> int:
-    """How many widget outputs the committed notebook at ``path`` holds (0 when none)."""
+    """How many widget outputs the committed notebook at ``path`` holds (0 when none), the
+    quiz at the end of every lesson not counted (:func:`check_quiz` covers it once)."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     return sum(WIDGET_MIME in out.get("data", {})
-               for cell in nb.get("cells", []) if cell.get("cell_type") == "code"
+               for cell in nb.get("cells", [])
+               if cell.get("cell_type") == "code" and not is_quiz(cell)
                for out in cell.get("outputs", []))
+
+
+def quiz_cells(path: Path) -> set[int]:
+    """Indexes (all cells counted) of the notebook's quiz cells."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return {i for i, cell in enumerate(nb.get("cells", [])) if is_quiz(cell)}
 
 
 def widget_lessons(folder: Path = NOTEBOOKS) -> list[Path]:
@@ -426,9 +439,24 @@ def check_buttons(panel: Any, buttons: Any, name: str, out: Path, typed: bool) -
         print(f"    button    {what:32} the panel shows: {status}")
 
 
+def check_quiz(panel: Any, name: str, out: Path) -> None:
+    """The quiz's first question: pick its first choice, press Check, and the verdict with
+    its explanation must appear."""
+    first = panel.locator(".widget-vbox").first
+    first.locator("input[type=radio]").first.check()
+    before = shown_text(panel)
+    first.locator("button").first.click()
+    after = wait_for_change(panel, before)
+    if after is None or not any(v in after for v in ("Right:", "Not quite:")):
+        raise CheckFailed(f"{name}: the quiz showed no verdict after Check")
+    panel.screenshot(path=str(out / f"{name}-quiz.png"))
+
+
 def check_lesson(page: Any, url: str, lesson: str, out: Path) -> list[Path]:
     """Run one lesson cell by cell and check each panel as it appears; returns the pictures
-    of the panels as they first appeared."""
+    of the panels as they first appeared. The quiz at the end is checked once, in lesson
+    05 (:func:`check_quiz`), and is not one of the lesson's panels."""
+    quizzes = quiz_cells(NOTEBOOKS / lesson)
     open_notebook(page, url, lesson)
     if page.get_by_text("official Jupyter news").count():
         raise CheckFailed("JupyterLab's news prompt is on the page (jupyter_config/ not used?)")
@@ -436,6 +464,11 @@ def check_lesson(page: Any, url: str, lesson: str, out: Path) -> list[Path]:
     pictures = []
     for index in code_cells(page):
         run_cell(page, index)
+        if index in quizzes:
+            if lesson.startswith("05_"):
+                for panel in panels_of(page, index):
+                    check_quiz(panel, f"{stem}-quiz", out)
+            continue
         for panel in panels_of(page, index):
             name = f"{stem}-{len(pictures)}"
             panel.scroll_into_view_if_needed()

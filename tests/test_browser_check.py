@@ -55,6 +55,17 @@ def test_every_lesson_that_shows_a_panel_is_checked_and_a_new_one_joins_by_itsel
     assert check.widget_lessons(tmp_path) == [new]
 
 
+def test_the_quiz_every_lesson_ends_with_is_not_a_panel_of_its_own(tmp_path):
+    check = _browser_check()
+    widget = {"output_type": "display_data", "data": {check.WIDGET_MIME: {"model_id": "q"}}}
+    quiz_only = tmp_path / "12_quiz.ipynb"
+    quiz_only.write_text(json.dumps({"cells": [
+        {"cell_type": "markdown", "source": "x"},
+        {"cell_type": "code", "metadata": {"tags": ["quiz", "nbval-ignore-output"]},
+         "outputs": [widget]}]}))
+    assert check.widget_lessons(tmp_path) == [] and check.quiz_cells(quiz_only) == {1}
+
+
 def test_a_lesson_without_a_panel_cannot_be_picked():
     check = _browser_check()
     with pytest.raises(check.CheckFailed, match="no lesson with a panel named '01'"):
