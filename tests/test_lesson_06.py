@@ -33,3 +33,9 @@ def test_with_a_cap_of_one_they_finish_in_request_order_and_take_the_sum():
     total, _ = latency_model([t * SCALE for t in TURN])
     assert done == [0, 1, 2] and took >= total
     assert [e.tool_use_id for e in run.executions] == ["toolu_01_1", "toolu_01_2", "toolu_01_3"]
+
+
+def test_the_quizs_latency_answers_are_the_models_sum_and_slowest():
+    total, slowest = latency_model([0.4, 1.0, 0.3])
+    assert (round(total, 2), round(slowest, 2)) == (1.7, 1.0)
+    assert min([0.4, 1.0, 0.3]) == 0.3

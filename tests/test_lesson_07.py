@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from primer.course.estimates import multi_agent_cost_usd
+from primer.course.estimates import end_to_end_success, multi_agent_cost_usd, staged_success
 from primer.loop.cost import cumulative_input_tokens, run_cost_usd, run_usages
 from primer.loop.model import Prices, Usage, cost_usd
+from primer.scenarios import burner
 
 
 @pytest.mark.parametrize(("n", "base", "t", "own_step", "expected"), [
@@ -34,3 +35,36 @@ def test_the_multi_agent_task_at_one_price_each_reference_or_sonnet():
     reference, sonnet = cost_usd(turn, Prices(5.0, 25.0)), cost_usd(turn, Prices(3.0, 15.0))
     assert (round(reference, 3), round(sonnet, 3)) == (0.05, 0.03)
     assert [round(multi_agent_cost_usd(sonnet, x), 2) for x in (14, 16)] == [0.42, 0.48]
+
+
+def test_the_chains_comparison_from_one_function():
+    assert round(staged_success(0.85, 10), 3) == round(end_to_end_success(0.85, 10), 3) == 0.197
+    one, checked = staged_success(0.85, 15), staged_success(0.85, 15, 3)
+    rerun, staged = staged_success(0.85, 15, 1, 1), staged_success(0.85, 15, 3, 1)
+    assert (round(one, 3), round(checked, 3)) == (0.087, 0.087)  # a check alone changes nothing
+    assert (round(rerun, 3), round(staged, 3)) == (0.167, 0.329)
+    assert round(staged, 2) == 0.33  # the quiz's "about 0.33"
+
+
+def test_staged_success_refuses_stages_that_do_not_divide_the_steps():
+    for bad in ({"steps": 10, "stages": 3}, {"steps": 0, "stages": 1},
+                {"steps": 6, "stages": 3, "retries": -1}):
+        with pytest.raises(ValueError):
+            staged_success(0.9, **bad)
+    with pytest.raises(ValueError, match="probability"):
+        staged_success(85, 15)
+
+
+def test_the_budget_checked_before_and_after_on_the_burner():
+    after = burner.SCENARIO.run()
+    before = burner.SCENARIO.run(budget_check="before")
+    assert (after.usage.total_tokens, before.usage.total_tokens) == (12_987, 10_892)
+    assert (len(after.steps), len(before.steps)) == (11, 10)
+    assert "could take the run to 13,974 tokens (prompt about 2,058 + up to 1,024" in before.summary
+    assert 10_892 + 2_058 + 1_024 == 13_974
+
+
+def test_the_quizs_numbers():
+    assert cumulative_input_tokens(10, 0, 500, history_on_first_call=True) == 27_500
+    assert cumulative_input_tokens(10, 0, 500, history_on_first_call=False) == 22_500
+    assert 10_500 + 1_800 + 400 > 12_000 > 10_500

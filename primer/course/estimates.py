@@ -3,7 +3,8 @@
 Built on the core's token and dollar arithmetic (:mod:`primer.loop.cost`): what trimming
 tool results saves (:func:`trim_savings`), what a multi-agent system and a day of
 tasks cost (:func:`multi_agent_cost_usd`, :func:`daily_cost_usd`), how per-step success
-compounds (:func:`end_to_end_success`) and how much of a context window a run fills
+compounds (:func:`end_to_end_success`), what checks between stages buy
+(:func:`staged_success`) and how much of a context window a run fills
 (:func:`context_budget`, :func:`steps_to_fill`). Prices are USD per million tokens.
 """
 
@@ -103,6 +104,31 @@ def per_step_success_needed(target: float, steps: int) -> float:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     return target ** (1 / steps)
 
+
+
+def staged_success(per_step: float, steps: int, stages: int = 1, retries: int = 0) -> float:
+    """Probability that ``steps`` steps, split into ``stages`` equal stages, all succeed.
+
+    Each step succeeds with ``per_step``, independently; a stage of ``steps / stages`` steps
+    succeeds with ``s = per_step ** (steps / stages)``. The assumption that makes checks help:
+    a check at each stage's boundary detects a failed stage, which is run again up to
+    ``retries`` times, so a stage succeeds with ``1 − (1 − s) ** (retries + 1)``; the run
+    needs every stage, so the result is that to the power ``stages``. With ``retries=0`` the
+    split changes nothing (``per_step ** steps`` either way): a check that only detects a
+    failure does not undo it. ``stages=1`` is one long chain (``retries`` then reruns all of
+    it). E.g. at 0.85 a step, 15 steps as one chain ≈ 0.087, as three checked 5-step stages
+    each retried once ≈ 0.329. Source: the product rule for independent events; the course
+    syllabus, "Chains". ``ValueError`` for a probability outside 0..1, ``steps`` not a
+    positive multiple of ``stages``, or negative ``retries``.
+    """
+    _check_probability(per_step, "per_step")
+    if stages < 1 or steps < 1 or steps % stages:
+        raise ValueError(f"steps must be a positive multiple of stages (got steps={steps}, "
+                         f"stages={stages})")
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0 (got {retries})")
+    stage = per_step ** (steps // stages)
+    return float((1 - (1 - stage) ** (retries + 1)) ** stages)
 
 # ---------------------------------------------------------------- context budget
 
