@@ -102,6 +102,13 @@ def strict_json(events):
 drops_signature = _with(content_block_delta=lambda e: None
                         if e["delta"]["type"] == "signature_delta" else e)
 ignores_error = _with(error=lambda e: {"type": "message_stop"})
+skips_error = _with(error=lambda e: None)
+
+
+def drops_id(events):
+    reply = reference()(events)
+    reply.pop("id")
+    return reply
 
 
 @pytest.mark.parametrize("broken, case, says", [
@@ -114,6 +121,8 @@ ignores_error = _with(error=lambda e: {"type": "message_stop"})
     (strict_json, "cut at max_tokens", "raised ValueError"),
     (drops_signature, "thinking before a call", "signature_delta"),
     (ignores_error, "error event", "raise instead"),
+    (skips_error, "error event", "raise instead"),
+    (drops_id, "text reply", "start the reply from message_start's message"),
 ])
 def test_each_broken_reader_fails_the_case_it_breaks(broken, case, says):
     result = report(broken)

@@ -78,6 +78,10 @@ def _same_reply(fn: Accumulate, message: dict[str, Any], what: str) -> Problem:
             if got != want:
                 return (f"{what}: got block {short(repr(got), 90)}, expected "
                         f"{short(repr(want), 90)}")
+    for key in ("id", "model", "role"):
+        if reply.get(key) != message[key]:
+            return (f"the reply's {key} is {reply.get(key)!r}, message_start says "
+                    f"{message[key]!r}; start the reply from message_start's message")
     if reply.get("stop_reason") != message["stop_reason"]:
         return (f"stop_reason is {reply.get('stop_reason')!r}, the stream's message_delta "
                 f"says {message['stop_reason']!r}; take it from message_delta")
@@ -119,7 +123,8 @@ def _pings(fn: Accumulate) -> Problem:
     return None
 
 
-def _raises(fn: Accumulate, how: str, what: str) -> Problem:
+def _raises(fn: Accumulate, how: str, what: str,
+            then: list[dict[str, Any]] | None = None) -> Problem:
     """The stream of :data:`_CALLS` cut by ``how`` must raise; judged only once the whole
     stream reads right, so a reader that fails on everything does not pass by crashing."""
     whole = _run(fn, _events(_CALLS))
@@ -127,7 +132,7 @@ def _raises(fn: Accumulate, how: str, what: str) -> Problem:
         return ("not judged until the complete stream reads right (see 'two tool calls'): "
                 "a reader that raises on everything would pass this by accident")
     try:
-        reply = _run(fn, _events(_CALLS, cut=how))
+        reply = _run(fn, _events(_CALLS, cut=how) + (then or []))
     except Exception:  # noqa: BLE001 - raising is what is asked for
         return None
     return (f"{what} returned {short(repr(reply), 70)}; raise instead: it is not a reply, "
@@ -139,7 +144,12 @@ def _dropped(fn: Accumulate) -> Problem:
 
 
 def _error(fn: Accumulate) -> Problem:
-    return _raises(fn, "overloaded", "a stream with an error event (overloaded_error)")
+    """An ``error`` event ends the reply even when more events follow it (so a reader that
+    passes over errors, then returns at ``message_stop``, is caught)."""
+    whole = _events(_CALLS)
+    tail = [e for e in whole if e["type"] in ("message_delta", "message_stop")]
+    return _raises(fn, "overloaded", "a stream with an error event (overloaded_error)",
+                   then=tail)
 
 
 def _max_tokens(fn: Accumulate) -> Problem:
