@@ -106,9 +106,10 @@ def run_cases(fn: Any, cases: Sequence[Case], *, what: str, show: bool = True
     """Run ``fn`` through every case and return (and, when ``show``, print) the report.
 
     ``what`` names the function the exercise asks for (``"execute"``), for the message when
-    ``fn`` is not callable. An exception raised by the learner's code inside a probe is that
-    case's failure, described by :func:`describe_exception`; ``KeyboardInterrupt`` still
-    stops the check. Raises ``TypeError`` only when ``fn`` is not callable.
+    ``fn`` is not callable. An exception raised by the learner's code inside a probe (even
+    ``SystemExit``) is that case's failure, described by :func:`describe_exception`;
+    ``KeyboardInterrupt`` still stops the check. Raises ``TypeError`` only when ``fn`` is not
+    callable.
     """
     if not callable(fn):
         raise TypeError(f"pass your function itself, e.g. check(…)({what}); "
@@ -118,9 +119,9 @@ def run_cases(fn: Any, cases: Sequence[Case], *, what: str, show: bool = True
         try:
             problem = case.probe(fn)
         except KeyboardInterrupt:
-            raise
-        except Exception as e:  # noqa: BLE001 - the learner's exception is the verdict
-            problem = describe_exception(e, fn)
+            raise  # the person at the keyboard stops the check
+        except BaseException as e:  # noqa: BLE001 - the learner's exception (sys.exit
+            problem = describe_exception(e, fn)  # included) is the verdict, never an exit
         results.append(CheckResult(case.name, problem is None,
                                    case.passed if problem is None else problem))
     report = ExerciseReport(tuple(results))
