@@ -69,9 +69,10 @@ class SiteError(RuntimeError):
 # ================================================================ staging
 
 def lessons(folder: Path | None = None) -> list[Path]:
-    """The lesson notebooks, ``NN_name.ipynb``, in ``folder`` (default: notebooks/), in
-    lesson order."""
-    return sorted((folder or NOTEBOOKS).glob("[0-9][0-9]_*.ipynb"))
+    """The lesson notebooks, ``NN_name.ipynb`` (a split lesson's second part
+    ``NNb_name.ipynb``), in ``folder`` (default: notebooks/), in lesson order."""
+    return sorted(p for p in (folder or NOTEBOOKS).glob("[0-9][0-9]*_*.ipynb")
+                  if re.fullmatch(r"\d\d[a-z]?", p.name.split("_")[0]))
 
 
 def lesson_title(nb: dict) -> str:
@@ -80,7 +81,7 @@ def lesson_title(nb: dict) -> str:
         if cell.get("cell_type") == "markdown":
             for line in _source(cell).splitlines():
                 if line.startswith("#"):
-                    return re.sub(r"^\d+\s*[·:.-]\s*", "", line.lstrip("#").strip())
+                    return re.sub(r"^\d+[a-z]?\s*[·:.-]\s*", "", line.lstrip("#").strip())
     return "(untitled)"
 
 
@@ -111,6 +112,16 @@ def panel_note(picture: str, number: str) -> str:
             f"[home page](../index.md) for setting up); run its cells from the top.*")
 
 
+def is_quiz(cell: dict) -> bool:
+    """Whether a code cell shows the lesson's "Test yourself" quiz (tagged ``quiz``): its
+    widget has no picture; the written questions with folded answers follow it."""
+    return "quiz" in cell.get("metadata", {}).get("tags", [])
+
+
+QUIZ_NOTE = ("*The quiz is interactive in the notebook (run the lesson yourself); here are "
+             "its questions, each answer folded.*")
+
+
 def lesson_page(nb: dict, stem: str) -> tuple[dict, list[str]]:
     """The notebook as the site shows it, and the panel pictures it needs (file names in
     ``site/panels/``, in order). ``nb`` is not changed."""
@@ -125,12 +136,18 @@ def lesson_page(nb: dict, stem: str) -> tuple[dict, list[str]]:
             if HIDE_TAG not in tags:
                 tags.append(HIDE_TAG)
         kept = []
+        if is_quiz(cell):
+            cell["outputs"] = []
+            cell.setdefault("metadata", {}).setdefault("tags", []).append("remove-cell")
+            cells.append({"cell_type": "markdown", "id": "quiz-note", "metadata": {},
+                          "source": QUIZ_NOTE})
+            continue
         for out in cell.get("outputs", []):
             if WIDGET_MIME in out.get("data", {}):
                 picture = f"{stem}-{len(pictures)}.png"
                 pictures.append(picture)
                 cells.append({"cell_type": "markdown", "id": f"panel-{len(pictures) - 1}",
-                              "metadata": {}, "source": panel_note(picture, stem[:2])})
+                              "metadata": {}, "source": panel_note(picture, stem.split("_")[0])})
             else:
                 kept.append(out)
         cell["outputs"] = kept
@@ -155,7 +172,7 @@ def lesson_table(paths: list[Path]) -> str:
     rows = ["| # | Lesson | Notebook |", "|---|--------|----------|"]
     for path in paths:
         title = lesson_title(json.loads(path.read_text(encoding="utf-8")))
-        rows.append(f"| {path.name[:2]} | [{title}](lessons/{path.name}) | "
+        rows.append(f"| {path.name.split('_')[0]} | [{title}](lessons/{path.name}) | "
                     f"`notebooks/{path.name}` |")
     return "\n".join(rows)
 
@@ -321,13 +338,16 @@ def check(out: Path, notebooks: list[Path] | None = None,
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
         page = pages[html_path]
         widgets = sum(WIDGET_MIME in o.get("data", {}) for c in nb.get("cells", [])
-                      for o in c.get("outputs", []))
+                      if not is_quiz(c) for o in c.get("outputs", []))
         pictures = [src for src, alt in page.images if alt == PANEL_ALT]
         if len(pictures) != widgets:
             problems.append(f"{html_path.name}: {len(pictures)} panel picture(s) for "
                             f"{widgets} widget output(s)")
         folded = sum(len(_DETAILS.findall(_source(c))) for c in nb.get("cells", [])
-                     if c.get("cell_type") == "markdown")
+                     if c.get("cell_type") == "markdown") + sum(
+            len(_DETAILS.findall("".join(o.get("data", {}).get("text/markdown", ""))))
+            for c in nb.get("cells", []) if c.get("cell_type") == "code"
+            for o in c.get("outputs", []))
         if len(page.details) != folded or any(page.details):
             problems.append(f"{html_path.name}: {len(page.details)} <details> "
                             f"({sum(page.details)} open) for {folded} in the notebook")

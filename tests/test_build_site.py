@@ -136,3 +136,22 @@ def test_a_missing_panel_picture_names_the_command_that_takes_it(tiny_course, ca
     (tiny_course / "site" / "panels" / "05_exits-0.png").unlink()
     assert bs.main([]) == 2
     assert "05_exits-0.png" in capsys.readouterr().err
+
+
+def test_the_quiz_widget_has_no_picture_its_written_questions_stand_for_it():
+    widget = {"output_type": "display_data", "data": {bs.WIDGET_MIME: {"model_id": "q"},
+                                                      "text/plain": "VBox()"}}
+    written = {"output_type": "display_data",
+               "data": {"text/markdown": "**1. Why?**\n\n<details><summary>Answer</summary>"
+                                         "\n\nBecause.\n\n</details>"}}
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {"tags": ["quiz", "nbval-ignore-output"]},
+         "source": "quiz_widget(quiz)", "outputs": [widget]},
+        {"cell_type": "code", "metadata": {"jupyter": {"source_hidden": True}},
+         "source": "quiz", "outputs": [written]}]}
+    page, pictures = bs.lesson_page(nb, "15_async")
+    assert pictures == []
+    quiz_cell, note, answers = page["cells"]
+    assert quiz_cell["outputs"] == [] and "remove-cell" in quiz_cell["metadata"]["tags"]
+    assert note["source"] == bs.QUIZ_NOTE
+    assert bs.HIDE_TAG in answers["metadata"]["tags"]
