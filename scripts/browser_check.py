@@ -44,6 +44,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -113,9 +114,16 @@ def quiz_cells(path: Path) -> set[int]:
     return {i for i, cell in enumerate(nb.get("cells", [])) if is_quiz(cell)}
 
 
+def all_lessons(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The lessons in ``folder``, ``NN_name.ipynb`` and a split lesson's ``NNb_name.ipynb``,
+    in lesson order."""
+    return [p for p in sorted(folder.glob("[0-9][0-9]*_*.ipynb"))
+            if re.fullmatch(r"\d\d[a-z]?", p.name.split("_")[0])]
+
+
 def widget_lessons(folder: Path = NOTEBOOKS) -> list[Path]:
     """The lessons in ``folder`` that show at least one panel, in lesson order."""
-    return [p for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")) if widget_count(p)]
+    return [p for p in all_lessons(folder) if widget_count(p)]
 
 
 def pick_lessons(args: list[str], folder: Path = NOTEBOOKS) -> list[Path]:
@@ -126,10 +134,11 @@ def pick_lessons(args: list[str], folder: Path = NOTEBOOKS) -> list[Path]:
         return lessons
     picked = []
     for arg in args:
-        match = [p for p in lessons if p.name == arg or (arg.isdigit()
-                                                          and p.name[:2] == f"{int(arg):02d}")]
+        number = re.fullmatch(r"(\d+)([a-z]?)", arg)
+        match = [p for p in lessons if p.name == arg or (
+            number and p.name.split("_")[0] == f"{int(number[1]):02d}{number[2]}")]
         if not match:
-            names = ", ".join(p.name[:2] for p in lessons)
+            names = ", ".join(p.name.split("_")[0] for p in lessons)
             raise CheckFailed(f"no lesson with a panel named {arg!r}; lessons with panels: "
                               f"{names}")
         picked.extend(match)
@@ -577,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
                     port, token = free_port(), os.urandom(16).hex()
                     log = args.out / "jupyterlab.log"
                     print(f"JupyterLab on 127.0.0.1:{port} (log: {log}); lessons with "
-                          f"panels: {', '.join(p.name[:2] for p in lessons)}")
+                          f"panels: {', '.join(p.name.split('_')[0] for p in lessons)}")
                     proc = start_lab(notebooks, port, token, log, scratch)
                     wait_for_server(proc, port, token)
                     pictures = []
@@ -586,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                         # a workspace of its own, so no tab of an earlier lesson is restored
                         pictures += check_lesson(
                             page, f"http://127.0.0.1:{port}/lab/workspaces/check-"
-                                  f"{lesson.name[:2]}/tree/{lesson.name}?token={token}",
+                                  f"{lesson.name.split('_')[0]}/tree/{lesson.name}?token={token}",
                             lesson.name, args.out)
                         shut_down_kernels(port, token)
                     if args.update_site_pictures:
@@ -596,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"copied {len(pictures)} panel pictures to {SITE_PICTURES}")
                 if args.site:
                     print(f"website in {args.site}")
-                    check_site(page, args.site, sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")),
+                    check_site(page, args.site, all_lessons(),
                                args.out)
             except Exception:
                 page.screenshot(path=str(args.out / "failure.png"))

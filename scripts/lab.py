@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,11 +32,12 @@ CONFIG_DIR = ROOT / "jupyter_config"
 
 def lesson_file(arg: str) -> str:
     """The notebook file name (inside notebooks/) that ``arg`` names: a lesson number such as
-    ``5`` or ``05``, or a file name; ``LookupError`` with a one-line message otherwise."""
+    ``5``, ``05`` or ``13b``, or a file name; ``LookupError`` with a one-line message otherwise."""
     if (NOTEBOOKS / arg).is_file():
         return arg
-    if arg.isdigit():
-        matches = sorted(NOTEBOOKS.glob(f"{int(arg):02d}_*.ipynb"))
+    number = re.fullmatch(r"(\d+)([a-z]?)", arg)
+    if number:       # 5, 05, or a split lesson's part such as 13b
+        matches = sorted(NOTEBOOKS.glob(f"{int(number[1]):02d}{number[2]}_*.ipynb"))
         if matches:
             return matches[0].name
     known = ", ".join(p.name.split("_")[0] for p in sorted(NOTEBOOKS.glob("*.ipynb")))

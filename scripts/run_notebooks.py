@@ -204,8 +204,10 @@ def resolve(arg: str) -> Path:
     for candidate in (given, ROOT / given):
         if candidate.is_file():
             return candidate.resolve()
-    if arg.isdigit():
-        matches = sorted((ROOT / "notebooks").glob(f"{int(arg):02d}_*.ipynb"))
+    number = re.fullmatch(r"(\d+)([a-z]?)", arg)
+    if number:       # a lesson number: 5, 05, or a split lesson's part such as 13b
+        matches = sorted((ROOT / "notebooks").glob(
+            f"{int(number[1]):02d}{number[2]}_*.ipynb"))
         if matches:
             return matches[0]
     lessons = ", ".join(p.name.split("_")[0] for p in sorted((ROOT / "notebooks").glob("*.ipynb")))

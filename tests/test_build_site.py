@@ -71,9 +71,11 @@ def test_a_widget_output_becomes_its_picture_and_a_note_on_running_it_live():
 
 def test_the_lesson_table_comes_from_the_notebooks_titles(tmp_path):
     for name, title in (("01_a.ipynb", "# 01 · The model is stateless"),
+                        ("13b_s.ipynb", "# 13b · Streams"),
                         ("15_async.ipynb", "# 15 · Async and streaming")):
         nbformat.write(_lesson(title, widget=False), tmp_path / name)
     table = bs.lesson_table(bs.lessons(tmp_path))
+    assert "| 13b | [Streams](lessons/13b_s.ipynb) |" in table
     assert "| 01 | [The model is stateless](lessons/01_a.ipynb) |" in table
     assert "| 15 | [Async and streaming](lessons/15_async.ipynb) |" in table
 

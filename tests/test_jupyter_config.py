@@ -64,6 +64,7 @@ def test_a_lesson_is_named_by_number_or_file_and_an_unknown_one_lists_the_lesson
     lab = _lab()
     lesson = next((ROOT / "notebooks").glob("05_*.ipynb")).name
     assert lab.lesson_file("5") == lab.lesson_file("05") == lab.lesson_file(lesson) == lesson
+    assert lab.lesson_file("13b").startswith("13b_") and lab.lesson_file("13").startswith("13_")
     with pytest.raises(LookupError, match="lessons: 01, 02"):
         lab.lesson_file("99")
 

@@ -104,3 +104,33 @@ def test_the_runner_sends_a_tool_error_as_its_message_and_a_bug_as_its_repr():
     _, requests = _runner(hr.make_llm(), broken, max_iterations=6)
     sent = next(b for b in requests[1].body["messages"][0]["content"] if b.get("is_error"))
     assert sent["content"] == "KeyError('ALICE')"
+
+
+def test_the_by_hand_request_is_one_the_api_accepts_and_the_sdk_sends_the_same_fields():
+    from primer.harness.request_check import request_problems
+    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+             for t in pto.make_tools()]
+    request = {"model": DEFAULT_MODEL, "max_tokens": 1024, "system": pto.system,
+               "messages": [{"role": "user", "content": pto.task}], "tools": tools}
+    assert request_problems(request) == []
+    with FakeModelServer(pto.make_llm()) as server:
+        pto.run(llm=ClaudeLLM(client=client(server)))
+        assert sorted(server.model_requests[0].body) == sorted(request)
+
+
+def test_the_13b_quiz_number_is_the_last_running_count_of_output_tokens():
+    from notebook_cells import solution
+
+    from primer.course.quiz import load_quiz
+    from primer.harness.streaming import wire_events
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "m",
+               "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+               "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 83}}
+    events = wire_events(message)
+    events[0]["message"]["usage"]["output_tokens"] = 1
+    at = next(i for i, e in enumerate(events) if e["type"] == "message_delta")
+    events[at:at] = [{"type": "message_delta", "delta": {"stop_reason": None},
+                      "usage": {"output_tokens": n}} for n in (27, 55)]
+    usage = solution("13b", "outcome")(events)["usage"]
+    assert usage["output_tokens"] == 83 == load_quiz("13b").questions[1].number
+    assert 1 + 27 + 55 + 83 == 166 and 27 + 55 + 83 == 165    # the wrong answers' sums

@@ -67,6 +67,7 @@ def test_a_path_from_the_root_or_a_lesson_number_names_the_notebook_from_anywher
     lesson = next((ROOT / "notebooks").glob("05_*.ipynb"))
     assert rn.resolve(f"notebooks/{lesson.name}") == lesson
     assert rn.resolve("5") == rn.resolve("05") == lesson
+    assert rn.resolve("13b").name.startswith("13b_") and rn.resolve("13").name.startswith("13_")
     with pytest.raises(FileNotFoundError, match="no notebook 'nope.ipynb'"):
         rn.resolve("nope.ipynb")
 
