@@ -7,14 +7,19 @@ import sys
 from itertools import accumulate
 
 import pytest
+from notebook_cells import solution
 
+from primer.course.practice.session_store import TABLE
 from primer.harness.production import run_production
 from primer.harness.request_check import InvalidRequest, check_messages
-from primer.harness.sessions.session import Session
+from primer.harness.sessions.session import Session, SessionError
 from primer.loop.config import AgentConfig
-from primer.loop.cost import cached_history_usages, run_cost_usd
+from primer.loop.cost import cached_history_usages, cached_prefix_usages, run_cost_usd
 from primer.loop.messages import repair_history, with_new_turn
+from primer.loop.model import estimate_tokens
 from primer.loop.state import StopCause
+from primer.loop.tools import ToolRegistry
+from primer.providers.claude import DEFAULT_MODEL, MIN_CACHEABLE_TOKENS
 from primer.providers.mcp import MCPConnection, mcp_inprocess_tools
 from primer.providers.mcp_server import mcp_server
 from primer.scenarios import orders, support_chat
@@ -125,12 +130,44 @@ def test_twenty_turns_send_74908_input_tokens_three_times_what_ten_send(twenty_t
     assert (twenty, round(twenty / ten, 1)) == (74_908, 3.0)
 
 
-def test_caching_takes_the_twenty_turns_from_041_to_009_usd_warm_and_029_cold(twenty_turns):
+def test_caching_the_twenty_turns_041_usd_with_claude_llms_marks_0229_warm_0346_cold(twenty_turns):
     turns = twenty_turns
     calls = [u for t in turns for u in t.call_usages]
     starts = set(accumulate([0, *(t.steps for t in turns[:-1])]))
     assert len(starts) == 20
+    minimum = MIN_CACHEABLE_TOKENS[DEFAULT_MODEL]
+    assert minimum == 2048
+    prefix = (estimate_tokens(ToolRegistry(support_chat.make_tools()).definitions())
+              + estimate_tokens(support_chat.SYSTEM))
+    assert prefix < minimum
     uncached = run_cost_usd(calls)
-    warm = run_cost_usd(cached_history_usages(calls))
-    cold = run_cost_usd(cached_history_usages(calls, cold=starts))
-    assert (round(uncached, 3), round(warm, 3), round(cold, 3)) == (0.41, 0.091, 0.29)
+    marked = run_cost_usd(cached_prefix_usages(calls, prefix, min_cacheable=minimum))
+    warm = run_cost_usd(cached_history_usages(calls, min_cacheable=minimum))
+    cold = run_cost_usd(cached_history_usages(calls, cold=starts, min_cacheable=minimum))
+    assert (round(uncached, 3), round(marked, 3), round(warm, 3), round(cold, 3)) == \
+        (0.41, 0.41, 0.229, 0.346)
+
+
+def test_the_notebooks_conversation_by_hand_in_sqlite_round_trips(tmp_path):
+    import json
+    import sqlite3
+
+    first = ask(support_chat.make_llm(), support_chat.QUESTIONS[0])
+    db = sqlite3.connect(tmp_path / "chat.sqlite3")
+    db.execute(TABLE)
+    with db:
+        db.executemany("INSERT INTO messages VALUES (?, ?, ?)",
+                       [("s", k, json.dumps(m)) for k, m in enumerate(first.messages)])
+    add_user_turn = solution("16", "add_user_turn")
+    history = add_user_turn(db, "s", support_chat.QUESTIONS[1])
+    assert history == [*first.messages, {"role": "user", "content": support_chat.QUESTIONS[1]}]
+    db.close()
+
+
+def test_a_capped_session_stops_the_third_turn_and_refuses_the_fourth():
+    capped = Session(support_chat.make_llm(), support_chat.make_tools(),
+                     system=support_chat.SYSTEM, config=support_chat.CONFIG, max_cost_usd=0.02)
+    causes = [capped.send(q).stop_cause for q in support_chat.QUESTIONS[:3]]
+    assert causes == [StopCause.END_TURN, StopCause.END_TURN, StopCause.COST_BUDGET]
+    with pytest.raises(SessionError, match="nothing was sent"):
+        capped.send(support_chat.QUESTIONS[3])

@@ -175,3 +175,41 @@ def test_resume_without_a_paused_turn_is_a_clear_error(two_turns):
     session, _, _ = two_turns
     with pytest.raises(SessionError, match="nothing to resume"):
         session.resume()
+
+
+def test_a_cap_on_the_conversation_gives_each_turn_what_is_left_then_refuses_the_next():
+    session = support_session(max_cost_usd=0.02)
+    for q in support_chat.QUESTIONS[:2]:
+        session.send(q)
+    spent = session.cost_usd
+    assert [t.stop_cause for t in session.turns] == [StopCause.END_TURN] * 2 and spent < 0.02
+    third = session.send(support_chat.QUESTIONS[2])      # what is left is its budget
+    assert third.stop_cause is StopCause.COST_BUDGET
+    assert session.cost_usd >= 0.02
+    before = len(session.messages)
+    with pytest.raises(SessionError, match=r"spent 0\.0\d+ USD, its max_cost_usd is 0\.02; "
+                                           r"nothing was sent"):
+        session.send(support_chat.QUESTIONS[3])
+    assert len(session.messages) == before and len(session.turns) == 3
+
+
+def test_a_cap_keeps_a_smaller_budget_of_the_config_and_must_be_positive():
+    session = support_session(max_cost_usd=1.0,
+                              config=AgentConfig(max_steps=4, cost_budget_usd=0.001))
+    assert session._turn_config().cost_budget_usd == 0.001
+    assert support_session()._turn_config() is support_chat.CONFIG
+    for bad in (0, -1.0, "1", True):
+        with pytest.raises(ValueError, match="max_cost_usd"):
+            support_session(max_cost_usd=bad)
+
+
+def test_a_stored_session_loaded_with_a_cap_counts_what_it_spent_before(tmp_path):
+    from primer.harness.sessions.store import SessionStore
+    store = SessionStore(tmp_path)
+    chat = store.new(support_chat.make_llm(), support_chat.make_tools(), session_id="s",
+                     system=support_chat.SYSTEM, config=support_chat.CONFIG)
+    chat.send(support_chat.QUESTIONS[0])
+    later = store.load("s", support_chat.make_llm(), support_chat.make_tools(),
+                       config=support_chat.CONFIG, max_cost_usd=chat.cost_usd)
+    with pytest.raises(SessionError, match="nothing was sent"):
+        later.send(support_chat.QUESTIONS[1])

@@ -7,7 +7,9 @@ messages=session.messages)`` with the session's model, tools, system prompt and 
 its :class:`Turn` record. Limits and budgets are per turn (each turn is one run with its own
 ``max_steps`` and ``token_budget``); the session adds the turns up (:attr:`Session.usage`,
 :attr:`Session.cost_usd`, and each turn's ``session_usage`` and ``session_cost_usd``), so a
-conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``.
+conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``. A cap on
+the whole conversation, ``max_cost_usd``, refuses a turn once the session has spent it and
+gives each turn only what is left as its ``cost_budget_usd``.
 
 A history that ends with an unanswered ``tool_use`` (a run that crashed or was cancelled
 mid-call) is repaired before it is sent (:func:`primer.loop.messages.repair_history`). A
@@ -21,6 +23,7 @@ saved after every turn and can be loaded again in another process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from collections.abc import Iterable, Sequence
@@ -135,16 +138,28 @@ class Session:
     (checked with :func:`~primer.loop.messages.history_problem`: ``ValueError`` if it is
     not one), ``turns`` its turn records, ``session_id`` a name (default: a random one),
     ``store`` where to save it after each turn (or ``None``: kept in memory only).
+    ``max_cost_usd`` caps what the whole conversation may spend, in USD at the config's
+    prices (``None``: no cap): a turn is refused once the session has spent it, and each
+    turn runs with ``cost_budget_usd`` at most what is left (the turn stops with
+    ``cost_budget``; with ``budget_check="after"`` its last call can overshoot). Raises
+    ``ValueError`` for a cap that is not a positive number.
     """
 
     def __init__(self, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
                  system: str = "", config: AgentConfig | None = None,
                  hooks: Hooks | Iterable[Hooks] | None = None,
                  messages: Sequence[Message] = (), turns: Sequence[Turn] = (),
-                 session_id: str | None = None, store: SessionSaver | None = None) -> None:
+                 session_id: str | None = None, store: SessionSaver | None = None,
+                 max_cost_usd: float | None = None) -> None:
         problem = history_problem(messages)
         if problem is not None:
             raise ValueError(f"Session(messages=...): {problem}")
+        if max_cost_usd is not None and (isinstance(max_cost_usd, bool)
+                                         or not isinstance(max_cost_usd, int | float)
+                                         or not max_cost_usd > 0):
+            raise ValueError(f"Session(max_cost_usd=...) is a positive number of USD or None, "
+                             f"not {max_cost_usd!r}")
+        self.max_cost_usd = max_cost_usd
         self.id = session_id or new_session_id()
         self.llm, self.system, self.config = llm, system, config or AgentConfig()
         self.tools = tools if isinstance(tools, ToolRegistry) else list(tools)
@@ -183,11 +198,13 @@ class Session:
         Raises ``ValueError`` for text that is empty or not a string, and
         :class:`SessionError` when the last turn paused for approval with a checkpoint
         (decide its calls, then :meth:`resume` it first; nothing ran), or when the store
-        could not save the turn (it stays in this session in memory).
+        could not save the turn (it stays in this session in memory), or when the session
+        has spent its ``max_cost_usd`` (nothing is sent).
         """
         task_text(text)  # the loop's own check, made before anything else
         history = self._history_to_send()
-        result = run_production(self.llm, text, self.tools, system=self.system, config=self.config,
+        result = run_production(self.llm, text, self.tools, system=self.system,
+                                config=self._turn_config(),
                                 hooks=self.hooks, on_event=on_event, trace=trace,
                                 output_model=output_model, messages=history.messages)
         self._record(text, result, history.repaired_ids)
@@ -215,6 +232,21 @@ class Session:
         self.turns.pop()
         self._record(last.task, result, last.repaired)
         return result
+
+    def _turn_config(self) -> AgentConfig:
+        """The next turn's config: the session's, its dollar budget cut to what the
+        conversation has left under ``max_cost_usd``."""
+        if self.max_cost_usd is None:
+            return self.config
+        left = self.max_cost_usd - self.cost_usd
+        if left <= 0:
+            raise SessionError(f"session {self.id} has spent {self.cost_usd:.4f} USD, its "
+                               f"max_cost_usd is {self.max_cost_usd:g}; nothing was sent. "
+                               f"Start a new session (e.g. from a summary of this one) or "
+                               f"raise the cap.")
+        budget = self.config.cost_budget_usd
+        return dataclasses.replace(self.config, cost_budget_usd=left if budget is None
+                                   else min(budget, left))
 
     def _history_to_send(self) -> RepairedHistory:
         """The history, repaired for sending."""

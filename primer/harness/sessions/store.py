@@ -163,7 +163,8 @@ class SessionStore:
     def new(self, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
             session_id: str | None = None, system: str = "",
             config: AgentConfig | None = None,
-            hooks: Hooks | Iterable[Hooks] | None = None) -> Session:
+            hooks: Hooks | Iterable[Hooks] | None = None,
+            max_cost_usd: float | None = None) -> Session:
         """A new, empty session kept in this store (saved after each turn).
 
         ``session_id`` names it (default: a random ``session-...``); the other arguments
@@ -182,13 +183,16 @@ class SessionStore:
                                    f"load it, or choose another id") from None
         self._saved[session_id] = ([], 0)
         return Session(llm, tools, system=system, config=config, hooks=hooks,
-                       session_id=session_id, store=self)
+                       session_id=session_id, store=self, max_cost_usd=max_cost_usd)
 
     def load(self, session_id: str, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
              config: AgentConfig | None = None,
-             hooks: Hooks | Iterable[Hooks] | None = None) -> Session:
+             hooks: Hooks | Iterable[Hooks] | None = None,
+             max_cost_usd: float | None = None) -> Session:
         """The stored session ``session_id`` with its history, turns and system prompt,
-        ready for the next turn with model ``llm`` and ``tools``. Nothing runs.
+        ready for the next turn with model ``llm`` and ``tools``. Nothing runs. The cap
+        ``max_cost_usd`` (see :class:`~primer.harness.sessions.session.Session`) counts the
+        stored turns' spend.
 
         Raises :class:`SessionError` for an unknown id or a stored session that cannot be
         read back (see :meth:`read`); nothing is sent to ``llm`` then.
@@ -196,7 +200,7 @@ class SessionStore:
         stored = self.read(session_id)
         session = Session(llm, tools, system=stored.system, config=config, hooks=hooks,
                           messages=stored.messages, turns=stored.turns, session_id=session_id,
-                          store=self)
+                          store=self, max_cost_usd=max_cost_usd)
         self._saved[session_id] = (list(session.messages), len(session.turns))
         return session
 
