@@ -420,3 +420,23 @@ def test_the_lessons_starter_loop_passes_only_the_happy_path():
     report = check(loop_from(ROOT / "notebooks" / "14_the_interview_rounds.ipynb",
                              "exercise-starter"))
     assert report.failed == NAMES[1:], str(report)
+
+
+def test_a_loop_without_a_refusal_exit_is_told_that_a_refusal_ends_the_run():
+    def no_refusal_exit(model, task, tools, *, max_steps, token_budget):
+        messages = [{"role": "user", "content": task}]
+        for _ in range(max_steps):
+            reply = model(messages, tools.definitions)
+            messages.append({"role": "assistant", "content": reply["content"]})
+            if reply["stop_reason"] == "end_turn":
+                return {"answer": "".join(b["text"] for b in reply["content"]
+                                          if b["type"] == "text"), "stop_cause": "end_turn"}
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": b["id"],
+                 "content": json.dumps(tools[b["name"]](**b["input"]))}
+                for b in reply["content"] if b["type"] == "tool_use"]})
+        return {"answer": None, "stop_cause": "max_steps"}
+
+    assert detail(check(no_refusal_exit), "refusal") == (
+        "called the model again after a reply with stop_reason 'refusal'; a refusal ends the "
+        "run: stop with stop_cause 'refusal' and answer None")

@@ -130,10 +130,20 @@ def run_cases(fn: Any, cases: Sequence[Case], *, what: str, show: bool = True
     return report
 
 
+def shown(value: Any, show: Any = str) -> str:
+    """``show(value)`` (``str`` or ``repr``), or a placeholder naming its type when that
+    raises: a learner's exception or value whose ``__str__`` fails still gets a FAIL line."""
+    try:
+        text = show(value)
+        return text if isinstance(text, str) else f"<{type(value).__name__}>"
+    except Exception:  # noqa: BLE001 - any failure of the learner's __str__/__repr__
+        return f"<{type(value).__name__} that cannot be shown>"
+
+
 def short(text: Any, limit: int = 50) -> str:
     """``repr``-free, one-line, at most ``limit`` characters: for quoting a value in a
-    FAIL line."""
-    s = " ".join(str(text).split())
+    FAIL line (a value whose ``str`` raises is named by its type)."""
+    s = " ".join(shown(text).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
@@ -150,7 +160,7 @@ def describe_exception(e: BaseException, fn: Any, *, limit: int = 120) -> str:
     is added above it. Memory addresses and directories are removed, so the line is the
     same on every machine; a message over ``limit`` characters is cut (``limit=0``: never).
     """
-    message = _PATH.sub(r"\1", _ADDRESS.sub("0x…", str(e)))
+    message = _PATH.sub(r"\1", _ADDRESS.sub("0x…", shown(e)))
     if limit and len(message) > limit:
         message = message[: limit - 3] + "..."
     what = f"raised {type(e).__name__}" + (f": {message}" if message else "")

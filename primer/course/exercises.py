@@ -72,7 +72,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from primer.course.checking import CheckResult, describe_exception
+from primer.course.checking import CheckResult, describe_exception, shown
 from primer.harness.request_check import request_problems
 from primer.loop.messages import (
     Message,
@@ -587,7 +587,7 @@ def _calls(n: int) -> str:
 
 
 def _short(text: Any, limit: int = 50) -> str:
-    text = str(text)
+    text = shown(text)
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 
@@ -763,6 +763,16 @@ def judge_cut_off(run: Run) -> str | None:
     return _stopped(run, "max_tokens", answer=False)
 
 
+def called_after_refusal(run: Run) -> str | None:
+    """The model was called again after its refusal (the one reply of this behaviour; a
+    request the checker refused counts too, unless the history itself is what is wrong)."""
+    history_wrong = (run.violation or "").startswith("the model was called again after reply")
+    if (run.calls > 1 or run.violation) and not history_wrong:
+        return ("called the model again after a reply with stop_reason 'refusal'; a refusal "
+                "ends the run: stop with stop_cause 'refusal' and answer None")
+    return None
+
+
 def judge_refusal(run: Run) -> str | None:
     """Stops with ``refusal`` and no answer: a refusal's text is not an answer."""
     if run.result["answer"] == REFUSAL_TEXT:
@@ -917,7 +927,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
               forbidden=functools.partial(ran_past_budget, budget=TIGHT_BUDGET)),
     Behaviour("cut-off reply", _cut_off, judge_cut_off, did_skip_cut_off,
               forbidden=ran_cut_off_tool),
-    Behaviour("refusal", _refusal, judge_refusal, did_stop),
+    Behaviour("refusal", _refusal, judge_refusal, did_stop, forbidden=called_after_refusal),
     Behaviour("answer in two text blocks", _two_text_blocks, judge_text_blocks,
               did_join_text),
 )
@@ -1051,7 +1061,7 @@ def _result_problem_guarded(result: Any) -> str | None:
         return result_problem(result)
     except Exception as e:  # noqa: BLE001 - a value that cannot be read is the loop's fault
         return (f"returned a value the checker cannot read ({type(e).__name__}: "
-                f"{_short(str(e))}); return a plain dict {{'answer': str | None, "
+                f"{_short(e)}); return a plain dict {{'answer': str | None, "
                 f"'stop_cause': str}}")
 
 
