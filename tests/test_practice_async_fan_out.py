@@ -5,8 +5,8 @@ import asyncio
 import json
 
 import pytest
-
 from notebook_cells import solution
+
 from primer.course.practice.async_fan_out import check_async_fan_out
 
 
@@ -104,3 +104,14 @@ def test_the_check_works_inside_a_running_event_loop_as_in_a_notebook():
 def test_junk_is_reported_never_raised(junk):
     got = report(junk)
     assert got.score == 0
+
+
+def test_a_fan_out_that_hangs_is_cancelled_and_failed(monkeypatch):
+    from primer.course.practice import async_fan_out
+    monkeypatch.setattr(async_fan_out, "HANG_S", 0.2)
+
+    async def hangs(calls, tools):
+        await asyncio.Event().wait()
+
+    got = report(hangs)
+    assert got.score == 0 and "did not return within 0.2 s" in got.detail("a single call")

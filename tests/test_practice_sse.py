@@ -4,8 +4,8 @@ the case it breaks, with a message that says what to fix."""
 import json
 
 import pytest
-
 from notebook_cells import solution
+
 from primer.course.practice.sse import CASES, check_accumulator
 
 NAMES = [c.name for c in CASES]

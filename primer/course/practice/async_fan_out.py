@@ -30,6 +30,10 @@ FanOutFn = Callable[[list[dict[str, Any]], dict[str, Any]], Any]
 #: calls are not running at the same time.
 PATIENCE_S = 1.0
 
+#: Seconds one case waits for ``fan_out`` to return before it is cancelled and the case
+#: fails (a hang, e.g. awaiting an event nobody sets).
+HANG_S = 10.0
+
 
 class _World:
     """Tools for one case: each records when it starts and ends; slow ones wait until all
@@ -75,8 +79,17 @@ def _run(fn: FanOutFn, calls: list[dict[str, Any]], world: _World) -> Any:
         returned = fn(calls, world.tools())
         if not asyncio.iscoroutine(returned):
             raise _NotAsync(returned)
-        return await returned
+        try:
+            return await asyncio.wait_for(returned, HANG_S)
+        except asyncio.TimeoutError:
+            raise _Hung() from None
     return run_to_completion(go())
+
+
+class _Hung(Exception):
+    def __init__(self) -> None:
+        super().__init__(f"fan_out did not return within {HANG_S:g} s and was cancelled: "
+                         f"does it await something nothing ever finishes?")
 
 
 class _NotAsync(Exception):
@@ -119,7 +132,7 @@ def _parallel(fn: FanOutFn) -> Problem:
                 f"{PATIENCE_S:g} s for the others); start them all, then await them "
                 f"together (asyncio.gather or a TaskGroup)")
     assert content is not None
-    for call, block in zip(calls, content):
+    for call, block in zip(calls, content, strict=True):
         want = {"warehouse": call["input"]["warehouse"],
                 "units": len(call["input"]["warehouse"]) * 3}
         if not isinstance(block.get("content"), str) or _loads(block["content"]) != want:
@@ -180,7 +193,7 @@ def _guarded(probe: Callable[[FanOutFn], Problem]) -> Callable[[FanOutFn], Probl
     def run(fn: FanOutFn) -> Problem:
         try:
             return probe(fn)
-        except _NotAsync as e:
+        except (_NotAsync, _Hung) as e:
             return str(e)
     return run
 

@@ -74,7 +74,7 @@ def _same_reply(fn: Accumulate, message: dict[str, Any], what: str) -> Problem:
         if len(content) != len(message["content"]):
             return (f"the reply has {len(content)} blocks, the stream had "
                     f"{len(message['content'])}; add each block at its content_block_stop")
-        for got, want in zip(content, message["content"]):
+        for got, want in zip(content, message["content"], strict=True):
             if got != want:
                 return (f"{what}: got block {short(repr(got), 90)}, expected "
                         f"{short(repr(want), 90)}")
