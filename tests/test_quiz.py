@@ -66,7 +66,7 @@ def test_an_answer_that_is_not_an_answer_says_what_to_give(tmp_path, number, res
     ("questions:\n  - ask: q\n    number: 5", "'why'"),
     ("questions:\n  - ask: q\n    number: 5\n    why: w\n    choices: []", "either"),
     ("questions:\n  - ask: q\n    number: 5\n    why: w\n    answer: 5", "unknown keys"),
-    ("questions: [", "not valid YAML"),
+    ("questions: [", "cannot be read as UTF-8 YAML"),
 ])
 def test_a_malformed_quiz_file_is_refused_naming_the_question(tmp_path, bad, says):
     with pytest.raises(QuizError, match=says):
@@ -103,3 +103,55 @@ def test_the_widget_wires_each_question_to_the_same_answer(tmp_path):
     second.children[1].value = "5000"
     second.children[2].children[0].click()
     assert "flat estimate" in second.children[3].value
+
+
+CHOICE = "choices: [{text: a, why: x, right: true}, {text: b, why: y}]"
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("questions:\n - {ask: q, number: 3, why: w, wrong: 5}\n", "must be a list"),
+    ("questions:\n - {ask: q, " + CHOICE + ", 1: x, extra: y}\n", "unknown keys"),
+    ("questions: " + "[" * 5000 + "]" * 5000 + "\n", "cannot be read"),
+    ("questions:\n - {ask: q, number: 3, why: w, wrong: [{value: 4, why: ''}]}\n", "'why'"),
+    ("questions:\n - {ask: '   ', " + CHOICE + "}\n", "'ask'"),
+    ("questions:\n - {ask: q, choices: [{text: '', why: x, right: true}, {text: b, why: y}]}\n",
+     "'text'"),
+    ("questions:\n - {ask: q, number: 3, tolerance: '1,5', why: w}\n", "tolerance"),
+])
+def test_a_hostile_quiz_file_is_a_quiz_error_never_a_crash(tmp_path, bad, says):
+    with pytest.raises(QuizError, match=says):
+        load_quiz("03", write(tmp_path, bad))
+
+
+def test_a_file_that_is_not_utf8_is_a_quiz_error(tmp_path):
+    (tmp_path / "03.yaml").write_bytes("questions:\n - {ask: 'caf\xe9', ".encode("latin-1")
+                                       + CHOICE.encode() + b"}\n")
+    with pytest.raises(QuizError, match="UTF-8"):
+        load_quiz("03", tmp_path)
+
+
+@pytest.mark.parametrize("lesson", ["²", "../quizzes/01", "1", True, 3.0, None, "13B"])
+def test_a_lesson_name_is_two_digits_and_maybe_a_letter(lesson):
+    with pytest.raises(QuizError, match="a lesson is a number"):
+        load_quiz(lesson)
+
+
+@pytest.mark.parametrize("number", [True, 1.0, "1", None])
+def test_a_question_number_is_an_int(tmp_path, number):
+    quiz = load_quiz("03", write(tmp_path, GOOD))
+    with pytest.raises(QuizError, match="there is no question"):
+        quiz.answer(number, "b")
+
+
+@pytest.mark.parametrize("typed, value", [("27,500", 27500), ("27500", 27500), ("2.75e4", 27500),
+                                          ("0,5", 0.5), ("3,6", 3.6), ("-1,250.5", -1250.5)])
+def test_numbers_are_read_as_people_type_them(tmp_path, typed, value):
+    quiz = load_quiz("03", write(tmp_path, GOOD.replace("number: 27500", f"number: {value}")))
+    assert quiz.answer(2, typed).right
+
+
+def test_a_long_answer_is_not_echoed_in_full(tmp_path):
+    quiz = load_quiz("03", write(tmp_path, GOOD))
+    with pytest.raises(QuizError) as raised:
+        quiz.answer(1, "x" * 100_000)
+    assert len(str(raised.value)) < 200

@@ -30,6 +30,7 @@ Loading checks the file and raises :class:`QuizError` naming the question that i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,14 @@ import yaml
 
 #: Where the lessons' quiz files live.
 QUIZ_DIR = Path(__file__).with_name("quizzes")
+
+#: A lesson's name: two digits, optionally a letter for the second part of a split lesson.
+_LESSON = re.compile(r"\d{2}[a-z]?")
+
+#: A number as people type it: digits with optional thousands commas (``27,500``) or a
+#: decimal comma (``0,0833``), a decimal point, an exponent.
+_NUMBER = re.compile(r"[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?"
+                     r"|[+-]?\d+,\d+|[+-]?\.\d+([eE][+-]?\d+)?")
 
 #: Choice labels, in order: the first choice is ``a``.
 LABELS = "abcdefgh"
@@ -117,14 +126,16 @@ class Quiz:
         Raises :class:`QuizError` for a question that does not exist or a response that is
         not an answer to it (the message says what to give).
         """
-        if not 1 <= number <= len(self.questions):
+        if isinstance(number, bool) or not isinstance(number, int) \
+                or not 1 <= number <= len(self.questions):
             raise QuizError(f"lesson {self.lesson}'s quiz has questions 1 to "
                             f"{len(self.questions)}; there is no question {number}")
         q = self.questions[number - 1]
         if q.number is not None:
             value = _as_number(response)
             if value is None:
-                raise QuizError(f"question {number} asks for a number; got {response!r}")
+                raise QuizError(f"question {number} asks for a number; got "
+                                f"{_brief(response)}")
             if abs(value - q.number) <= q.tolerance:
                 return Feedback(True, q.why)
             for w in q.wrong:
@@ -134,7 +145,7 @@ class Quiz:
         i = _choice_index(response, len(q.choices))
         if i is None:
             raise QuizError(f"question {number} has choices "
-                            f"{', '.join(LABELS[:len(q.choices)])}; got {response!r}")
+                            f"{', '.join(LABELS[:len(q.choices)])}; got {_brief(response)}")
         c = q.choices[i]
         return Feedback(c.right, c.why)
 
@@ -164,16 +175,20 @@ def load_quiz(lesson: str | int, directory: Path | None = None) -> Quiz:
     ``directory`` (default :data:`QUIZ_DIR`). Raises :class:`QuizError` when the file is
     missing or a question is malformed (no right choice, two right choices, a choice
     without ``why``, a number that is not finite, ...)."""
-    name = f"{int(lesson):02d}" if isinstance(lesson, int) or str(lesson).isdigit() \
-        else str(lesson)
+    if isinstance(lesson, bool) or not isinstance(lesson, (int, str)):
+        raise QuizError(f"a lesson is a number like 3 or a name like '13b'; got {lesson!r}")
+    name = f"{lesson:02d}" if isinstance(lesson, int) else lesson
+    if not _LESSON.fullmatch(name):
+        raise QuizError(f"a lesson is a number like 3 or a name like '13b'; got {lesson!r}")
     path = (directory or QUIZ_DIR) / f"{name}.yaml"
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise QuizError(f"no quiz for lesson {name}: {path.name} is not in "
                         f"{(directory or QUIZ_DIR).name}/") from None
-    except yaml.YAMLError as e:
-        raise QuizError(f"{path.name} is not valid YAML: {e}") from None
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
+        raise QuizError(f"{path.name} cannot be read as UTF-8 YAML: "
+                        f"{type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list) \
             or not data["questions"]:
         raise QuizError(f"{path.name}: expected a mapping with a non-empty 'questions' list")
@@ -183,11 +198,12 @@ def load_quiz(lesson: str | int, directory: Path | None = None) -> Quiz:
 
 def _question(raw: Any, n: int, file: str) -> QuizQuestion:
     where = f"{file}, question {n}"
-    if not isinstance(raw, dict) or not isinstance(raw.get("ask"), str) or not raw["ask"]:
+    if not isinstance(raw, dict) or not isinstance(raw.get("ask"), str) \
+            or not raw["ask"].strip():
         raise QuizError(f"{where}: each question needs an 'ask' text")
     known = {"ask", "choices", "number", "tolerance", "why", "wrong", "otherwise"}
     if set(raw) - known:
-        raise QuizError(f"{where}: unknown keys {sorted(set(raw) - known)}")
+        raise QuizError(f"{where}: unknown keys {sorted(map(str, set(raw) - known))}")
     if ("choices" in raw) == ("number" in raw):
         raise QuizError(f"{where}: give either 'choices' or 'number'")
     if "choices" in raw:
@@ -197,6 +213,7 @@ def _question(raw: Any, n: int, file: str) -> QuizQuestion:
         parsed = []
         for c in choices:
             if not isinstance(c, dict) or not isinstance(c.get("text"), str) \
+                    or not c["text"].strip() \
                     or not isinstance(c.get("why"), str) or not c["why"].strip() \
                     or not isinstance(c.get("right", False), bool):
                 raise QuizError(f"{where}: each choice needs 'text' and 'why' (strings) and "
@@ -206,16 +223,20 @@ def _question(raw: Any, n: int, file: str) -> QuizQuestion:
             raise QuizError(f"{where}: exactly one choice must have 'right: true'")
         return QuizQuestion(raw["ask"], choices=tuple(parsed))
     number = _as_number(raw["number"])
-    tolerance = _as_number(raw.get("tolerance", 0))
+    tolerance = raw.get("tolerance", 0)
+    tolerance = _as_number(tolerance) if not isinstance(tolerance, str) else None
     if number is None or tolerance is None or tolerance < 0:
         raise QuizError(f"{where}: 'number' and 'tolerance' must be finite numbers, "
                         f"tolerance >= 0")
     if not isinstance(raw.get("why"), str) or not raw["why"].strip():
         raise QuizError(f"{where}: a number question needs 'why' (the explanation)")
     wrong = []
-    for w in raw.get("wrong", []) or []:
+    entries = raw.get("wrong", []) or []
+    if not isinstance(entries, list):
+        raise QuizError(f"{where}: 'wrong' must be a list of {{value, why}} entries")
+    for w in entries:
         value = _as_number(w.get("value")) if isinstance(w, dict) else None
-        if value is None or not isinstance(w.get("why"), str):
+        if value is None or not isinstance(w.get("why"), str) or not w["why"].strip():
             raise QuizError(f"{where}: each 'wrong' entry needs a number 'value' and a 'why'")
         if abs(value - number) <= tolerance:
             raise QuizError(f"{where}: wrong value {w['value']} counts as right")
@@ -228,14 +249,17 @@ def _question(raw: Any, n: int, file: str) -> QuizQuestion:
 
 
 def _as_number(value: Any) -> float | None:
-    """A finite float from a number or a string like ``"27,500"``; ``None`` otherwise."""
+    """A finite float from a number or a string as people type one: ``"27,500"``
+    (thousands commas), ``"0,0833"`` (a decimal comma), ``"1e3"``; ``None`` otherwise."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        try:
-            value = float(value.replace(",", "").replace("_", "").strip())
-        except ValueError:
+        text = value.strip()
+        if len(text) > 60 or not _NUMBER.fullmatch(text):
             return None
+        if re.fullmatch(r"[+-]?\d+,\d+", text) and not re.fullmatch(r"[+-]?\d{1,3},\d{3}", text):
+            text = text.replace(",", ".")  # a decimal comma: 0,0833 or 1,5
+        value = float(text.replace(",", ""))
     if not isinstance(value, (int, float)):
         return None
     try:
@@ -243,6 +267,12 @@ def _as_number(value: Any) -> float | None:
     except OverflowError:
         return None
     return f if math.isfinite(f) else None
+
+
+def _brief(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _choice_index(response: Any, count: int) -> int | None:
