@@ -15,7 +15,8 @@ writes and reads, so the loop's budgets and dollar figures count them.
 Streaming: with ``stream=True`` each call goes through the SDK's ``messages.stream``; its
 events are relayed to the loop as deltas (:mod:`primer.harness.streaming`) as they arrive,
 and the reply is the stream's final message, the same reply an unstreamed call gives. A
-stream that ends before its ``message_stop`` is a transient error, never a reply, whether
+stream that ends before its ``message_delta`` (so with no ``stop_reason``) is a transient
+error, never a reply, whether
 the body ended in good order or the connection broke inside it (the SDK then lets its HTTP
 library's ``RemoteProtocolError``, ``ReadError`` or ``ReadTimeout`` through, not an
 ``anthropic.APIError``): a half-written ``tool_use`` is never run, and the loop retries.
@@ -305,8 +306,9 @@ def stream_broken(e: Exception) -> TransientModelError:
 
 def reply_from_stream(message: Any) -> Reply:
     """The reply of a finished stream (:func:`reply_from_message`); a stream that ended
-    before its ``message_stop`` (no ``stop_reason``: the connection dropped) raises
-    :class:`TransientModelError` instead, so nothing it half-wrote is acted on."""
+    before its ``message_delta`` (no ``stop_reason``: the connection dropped) raises
+    :class:`TransientModelError` instead, so nothing it half-wrote is acted on. (A stream
+    cut after ``message_delta`` has every block complete and its stop reason: it is used.)"""
     if message.stop_reason is None:
         written = ", ".join(b.type for b in message.content) or "nothing"
         raise TransientModelError(f"the stream ended before its message_stop (it had written "
