@@ -72,7 +72,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from primer.course.checking import CheckResult, describe_exception, shown
+from primer.course.checking import CheckResult, ExerciseReport, describe_exception, shown
 from primer.harness.request_check import request_problems
 from primer.loop.messages import (
     Message,
@@ -934,36 +934,18 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
 
 
 @dataclass(frozen=True)
-class LoopReport:
-    """Every behaviour's :class:`CheckResult`, in battery order, and the score.
+class LoopReport(ExerciseReport):
+    """Every behaviour's :class:`CheckResult`, in battery order, and the score (an
+    :class:`~primer.course.checking.ExerciseReport` whose cases are the battery's
+    behaviours).
 
     ``str(report)`` is one line per behaviour and a last line ``score: k/n``.
     """
 
-    results: tuple[CheckResult, ...]
     #: Set when the loop could not be called the way the checker calls it (its signature,
     #: or its call of the model, is not the exercise's); the behaviours after the first were
     #: then not run. The text says what was wrong.
     interface_problem: str | None = None
-
-    @property
-    def score(self) -> int:
-        """Behaviours passed."""
-        return sum(r.passed for r in self.results)
-
-    @property
-    def total(self) -> int:
-        """Behaviours checked."""
-        return len(self.results)
-
-    @property
-    def failed(self) -> list[str]:
-        """Names of the behaviours that failed, in battery order."""
-        return [r.name for r in self.results if not r.passed]
-
-    def __str__(self) -> str:
-        return "\n".join([*(r.line() for r in self.results),
-                          f"score: {self.score}/{self.total}"])
 
     def __repr__(self) -> str:
         return f"LoopReport(score={self.score}/{self.total}, failed={self.failed})"
