@@ -232,3 +232,46 @@ def test_passing_something_not_callable_is_a_type_error():
         check_pause_resume(None, good_resume)
     with pytest.raises(TypeError, match="resume_paused"):
         check_pause_resume(good_pause, None)
+
+
+# ---------------------------------------------- the saved state is enough on its own
+
+_KEPT = {}
+
+
+def keeps_the_reply_in_a_global(messages, reply):
+    _KEPT["reply"] = reply  # lives only in this process
+    return {"messages": messages}
+
+
+def resumes_from_the_global(saved, approved, tools):
+    reply = _KEPT["reply"]
+    results = [tools.run(c).result_block() if approved or not _gated(tools, c)
+               else _rejection(c) for c in reply.tool_uses]
+    return [*saved["messages"], {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": results}]
+
+
+def saves_the_calls_but_reads_the_global(messages, reply):
+    _KEPT["reply"] = reply
+    return good_pause(messages, reply)
+
+
+def test_a_reply_kept_in_a_global_instead_of_the_saved_state_fails():
+    report = judge(keeps_the_reply_in_a_global, resumes_from_the_global)
+    assert report.failed == ["saved state is JSON"], str(report)
+    fails(report, "saved state is JSON", "save the pending tool_use blocks in what pause "
+          "returns; resume must work from that alone, as in another process")
+
+
+def answers_the_global_reply(saved, approved, tools):
+    calls = _KEPT["reply"].tool_uses
+    results = [tools.run(c).result_block() if approved or not _gated(tools, c)
+               else _rejection(c) for c in calls]
+    return [*saved["messages"], {"role": "user", "content": results}]
+
+
+def test_resuming_from_the_last_paused_reply_answers_the_wrong_run():
+    report = judge(saves_the_calls_but_reads_the_global, answers_the_global_reply)
+    assert report.failed == ["saved state is JSON"], str(report)
+    fails(report, "saved state is JSON", "a call of a run paused after this one")

@@ -78,3 +78,43 @@ def test_the_rule_is_the_librarys_before_the_call_check_on_the_burner():
 def test_the_check_never_raises_on_junk(junk):
     report = check_budget_stop(junk, show=False)
     assert report.total == len(CASES) and not report.ok
+
+
+class _AlwaysEqual:
+    """== answers with an object that is truthy: equal to anything, as far as `if` sees."""
+
+    def __eq__(self, other):
+        return _AlwaysEqual()
+
+    def __ne__(self, other):
+        return False
+
+    def __bool__(self):
+        return True
+
+
+class _YesStr(str):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("liar", [_AlwaysEqual, lambda: _YesStr("token_budget")])
+def test_a_value_that_lies_about_equality_scores_nothing(liar):
+    report = check_budget_stop(lambda *a: liar(), show=False)
+    assert report.score == 0, report
+    assert "as a plain str, or None" in report.detail("well within")
+
+
+def test_a_stop_cause_enum_counts_as_its_value():
+    from primer.loop.state import StopCause
+
+    def as_enum(*args):
+        cause = reference(*args)
+        return None if cause is None else StopCause(cause)
+
+    assert check_budget_stop(as_enum, show=False).ok

@@ -160,3 +160,18 @@ def test_the_check_refuses_what_is_not_a_function():
     with pytest.raises(TypeError):
         check_exits("stop_cause_after")
     assert SEVEN_EXITS[0] == "end_turn" and SEVEN_EXITS[-1] == "max_steps"
+
+
+def test_a_str_that_equals_everything_scores_nothing():
+    class Yes(str):
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = str.__hash__
+
+    report = check_exits(lambda reply, state: Yes("end_turn"), show=False)
+    assert report.score == 0, report
+    assert "a plain str" in report.detail("end_turn")

@@ -109,3 +109,65 @@ def test_the_check_prints_one_line_per_case_and_the_score(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 7 and lines[-1] == "score: 3/6"
     assert lines[2].startswith("FAIL  call 3 re-sends the history: call 3: expected 5")
+
+
+# ------------------------------------------------- the check's own data stays as written
+
+
+def marks_blocks_for_caching(system, turns, replies, n):  # changes the caller's blocks
+    for reply in replies[:n - 1]:
+        if isinstance(reply, list):
+            for block in reply:
+                block["cache_control"] = {"type": "ephemeral"}
+    return solution("01", "request_for_call")(system, turns, replies, n)
+
+
+def test_a_solution_that_changes_the_callers_blocks_in_place_fails():
+    report = judge(marks_blocks_for_caching)
+    assert "a reply's blocks copied unchanged" in report.failed, str(report)
+    assert "cache_control" in report.detail("a reply's blocks copied unchanged")
+    assert "inputs left alone" in report.failed
+    assert "block changed in place" in report.detail("inputs left alone")
+
+
+def test_a_broken_solution_does_not_change_what_a_later_run_expects():
+    class Marker:  # no __eq__: a copy of it is not equal to it
+        pass
+
+    def appends_to_the_blocks(system, turns, replies, n):
+        for reply in replies:
+            if isinstance(reply, list):
+                reply.append({"type": "text", "text": Marker()})
+
+    good = solution("01", "request_for_call")
+    judge(marks_blocks_for_caching)
+    judge(appends_to_the_blocks)
+    report = judge(good)
+    assert report.ok, str(report)
+
+
+def test_a_str_that_equals_everything_is_not_the_system_prompt():
+    class Yes(str):
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = str.__hash__
+
+    good = solution("01", "request_for_call")
+
+    def lies_about_the_system(system, turns, replies, n):
+        return {**good(system, turns, replies, n), "system": Yes("anything")}
+
+    def lies_about_the_messages(system, turns, replies, n):
+        request = good(system, turns, replies, n)
+        return {**request, "messages": [{**m, "content": Yes()} for m in request["messages"]]}
+
+    report = judge(lies_about_the_system)
+    assert report.score == 0, str(report)
+    assert "(a str)" in report.detail("system prompt beside the list")
+    report = judge(lies_about_the_messages)
+    assert {"first call", "call 3 re-sends the history", "no reply from a later call",
+            "a reply's blocks copied unchanged"} <= set(report.failed), str(report)

@@ -153,3 +153,30 @@ def test_the_checks_never_raise_on_junk(junk):
 def test_a_value_that_is_not_a_function_is_refused():
     with pytest.raises(TypeError):
         check_backoff(3)
+
+
+def test_the_check_leaves_the_learners_random_module_as_it_found_it():
+    random.seed(2024)
+    check_backoff(ok_backoff, show=False)
+    after = random.random()
+    random.seed(2024)
+    assert after == random.random()
+
+
+class _YesStr(str):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_a_str_that_equals_everything_is_not_the_side_effects_result():
+    def liar(finished, key, side_effect):
+        finished[key] = side_effect()
+        return _YesStr("anything")
+
+    report = check_call_once(liar, show=False)
+    assert {"first call", "another key"} <= set(report.failed), report

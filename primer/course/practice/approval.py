@@ -52,6 +52,7 @@ _HISTORY: list[dict[str, Any]] = [
 _CANCEL = ("toolu_ck_02_1", "cancel_order", {"order_id": "B-7"})
 _LOOKUP = ("toolu_ck_02_2", "get_order", {"order_id": "B-7"})
 _BROKEN = ("toolu_ck_02_1", "cancel_order", {"order_id": "B-404"})
+_OTHER = ("toolu_ck_03_1", "get_order", {"order_id": "C-9"})
 
 
 def _world() -> tuple[ToolRegistry, dict[str, int]]:
@@ -176,6 +177,27 @@ def _no(pause: Callable[..., Any], resume: Callable[..., Any]) -> Problem:
     return problem or _rejection_problem(blocks[0])
 
 
+def _tool_use_ids(saved: Any) -> set[str]:
+    """The ids of every ``tool_use`` block (a dict with ``"id"``, ``"name"`` and
+    ``"input"``) anywhere in the JSON data ``saved``."""
+    found: set[str] = set()
+    stack, seen = [saved], 0
+    while stack and seen < 10_000:
+        item, seen = stack.pop(), seen + 1
+        if isinstance(item, dict):
+            if {"id", "name", "input"} <= set(item) and isinstance(item["id"], str):
+                found.add(item["id"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+#: What a saved state needs so another process can resume it.
+_ON_ITS_OWN = ("save the pending tool_use blocks in what pause returns; resume must work from "
+               "that alone, as in another process")
+
+
 def _json(pause: Callable[..., Any], resume: Callable[..., Any]) -> Problem:
     reply = _reply(_CANCEL)
     saved = pause(copy.deepcopy(_HISTORY), reply)
@@ -184,8 +206,19 @@ def _json(pause: Callable[..., Any], resume: Callable[..., Any]) -> Problem:
     except (TypeError, ValueError) as e:
         return (f"json.dumps(saved) failed ({type(e).__name__}: {short(e, 60)}); save plain "
                 f"dicts and lists: reply.content, not the Reply object, and no tools")
+    missing = [c["id"] for c in reply.tool_uses if c["id"] not in _tool_use_ids(json.loads(text))]
+    if missing:
+        return f"the saved state holds no tool_use block with id {missing}; {_ON_ITS_OWN}"
+    # another run pauses before this one resumes: nothing kept in the process is this run's
+    pause([{"role": "user", "content": "Look order C-9 up."}], _reply(_OTHER))
     tools, runs = _world()
     out = resume(json.loads(text), True, tools)
+    last = out[-1].get("content") if isinstance(out, list) and out and isinstance(
+        out[-1], dict) else None
+    if isinstance(last, list) and any(isinstance(b, dict) and b.get("tool_use_id") == _OTHER[0]
+                                      for b in last):
+        return (f"resume answered {_OTHER[0]}, a call of a run paused after this one; "
+                f"{_ON_ITS_OWN}")
     _, problem = _results(out, reply)
     if problem:
         return f"after a round trip through JSON: {problem}"
@@ -254,13 +287,14 @@ def check_pause_resume(pause: Callable[..., Any], resume_paused: Callable[..., A
 
     Seven cases on a world of the check's own: yes runs the gated call once and answers its
     ``tool_use_id``; no runs nothing and answers ``is_error`` saying a person rejected it;
-    the saved state survives ``json.dumps``/``json.loads``; the list goes on from the saved
-    messages and the model's reply; two calls of one reply where one needs approval, on yes
-    and on no (both answered, in request order, in one user message; the other call runs
-    once); an approved call whose tool fails becomes an error result. Prints one PASS/FAIL
-    line per case and the score (``show=False``: silent) and returns the
-    :class:`~primer.course.checking.ExerciseReport`. ``TypeError`` when ``pause`` or
-    ``resume_paused`` is not callable.
+    the saved state survives ``json.dumps``/``json.loads``, holds the reply's ``tool_use``
+    blocks and resumes from that alone (another run pausing in between changes nothing);
+    the list goes on from the saved messages and the model's reply; two calls of one reply
+    where one needs approval, on yes and on no (both answered, in request order, in one
+    user message; the other call runs once); an approved call whose tool fails becomes an
+    error result. Prints one PASS/FAIL line per case and the score (``show=False``: silent)
+    and returns the :class:`~primer.course.checking.ExerciseReport`. ``TypeError`` when
+    ``pause`` or ``resume_paused`` is not callable.
     """
     if not callable(pause):
         raise TypeError(f"pass your functions themselves, e.g. check_pause_resume(pause, "
@@ -276,7 +310,8 @@ def check_pause_resume(pause: Callable[..., Any], resume_paused: Callable[..., A
         case("no runs nothing", _no,
              "nothing ran; an is_error result says a person rejected the call"),
         case("saved state is JSON", _json,
-             "the saved state went through json.dumps and json.loads and resumed"),
+             "the saved state went through json.dumps and json.loads, holds the pending "
+             "tool_use blocks, and resumed from that alone"),
         case("the list goes on", _history,
              "saved messages, then the model's reply, then one user message of results"),
         case("two calls, yes", _two(True),

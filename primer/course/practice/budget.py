@@ -17,6 +17,7 @@ the output counted, a run already over its budget.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from primer.course.checking import Case, ExerciseReport, Problem, run_cases
@@ -31,12 +32,18 @@ def _expect(used: int, next_input: int, max_output: int, budget: int, stop: bool
     how to fix a wrong one."""
     def probe(fn: Callable[..., Any]) -> Problem:
         got = fn(used, next_input, max_output, budget)
+        if isinstance(got, Enum):  # StopCause.TOKEN_BUDGET counts as its value
+            got = got.value
         worst = used + next_input + max_output
+        plain = got is None or type(got) in (str, bool, int, float)
         call = (f"budget_stop({used:,}, {next_input:,}, {max_output:,}, {budget:,}) "
-                f"returned {got!r}")
+                f"returned {repr(got) if plain else 'a ' + type(got).__name__}")
         if isinstance(got, bool):
             return (f"{call}; return the stop cause {_STOP!r} to stop and None to make "
                     f"the call, not a bool")
+        if got is not None and type(got) is not str:  # its == could say anything
+            return (f"{call}; return the stop cause {_STOP!r} as a plain str, or None to "
+                    f"make the call")
         if got is not None and got != _STOP:
             return f"{call}; the only stop cause it returns is {_STOP!r} (else None)"
         if (got == _STOP) == stop:

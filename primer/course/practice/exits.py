@@ -79,9 +79,9 @@ def _name(value: Any) -> Any:
 
 def _verdict(got: Any, expected: str | None, fix: str, where: str = "") -> Problem:
     got = _name(got)
-    if got is not None and not isinstance(got, str):
+    if got is not None and type(got) is not str:  # a str subclass may lie about ==
         return (f"{where}returned {type(got).__name__} {short(repr(got), 30)}; return a stop "
-                f"cause as a string (one of {', '.join(SEVEN_EXITS)}) or None")
+                f"cause as a string (a plain str: one of {', '.join(SEVEN_EXITS)}) or None")
     if got == expected:
         return None
     if got is not None and got not in SEVEN_EXITS:

@@ -31,6 +31,37 @@ _REPLIES: list[Any] = ["Hello Meera, thanks for buying from us.",
                        "You are Meera."]
 
 
+def _fresh(turns: list[str], replies: list[Any]) -> tuple[list[str], list[Any]]:
+    """Deep copies of ``turns`` and ``replies`` for the learner's function: what it does to
+    them (a block changed in place, a list appended to) cannot reach the check's own data,
+    so the expected answer and later runs in the same kernel stay as written."""
+    return copy.deepcopy(turns), copy.deepcopy(replies)
+
+
+def _same(got: Any, want: Any) -> bool:
+    """``got == want`` for JSON-like data, with every value of ``got`` of the exact type of
+    the one in ``want``: a str subclass whose ``__eq__`` always says yes is not a str."""
+    if type(got) is not type(want):
+        return False
+    if type(want) is dict:
+        return (all(type(k) is str for k in got) and got.keys() == want.keys()
+                and all(_same(got[k], want[k]) for k in want))
+    if type(want) is list:
+        return len(got) == len(want) and all(map(_same, got, want))
+    return bool(got == want)
+
+
+def _block_keys(got: Any, want: Any) -> str:
+    """`` (block 1 has keys [...], the reply's has [...])`` for the first block of a reply
+    whose keys differ from the reply's (a key added in place), else ``""``."""
+    if not (isinstance(got, list) and isinstance(want, list) and len(got) == len(want)):
+        return ""
+    for k, (g, w) in enumerate(zip(got, want, strict=True), start=1):
+        if isinstance(g, dict) and isinstance(w, dict) and set(map(str, g)) != set(w):
+            return f" (block {k} has keys {sorted(map(str, g))}, the reply's has {sorted(w)})"
+    return ""
+
+
 def _expected(turns: list[str], replies: list[Any], n: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for k in range(n):
@@ -57,9 +88,10 @@ def _request_problem(request: Any, system: str) -> Problem:
     if "system" in roles:
         return ("the list holds a message with role 'system'; the Messages API takes the "
                 "system prompt as its own parameter: request['system'], beside the list")
-    if request.get("system") != system:
+    if not _same(request.get("system"), system):
         return (f"request['system'] is {short(request.get('system'))!r}, expected the "
-                f"system prompt {short(system)!r}: it travels beside the list on every call")
+                f"system prompt {short(system)!r} (a str): it travels beside the list on "
+                f"every call")
     bad = [m for m in request["messages"]
            if not isinstance(m, dict) or set(m) != {"role", "content"}]
     if bad:
@@ -71,12 +103,12 @@ def _request_problem(request: Any, system: str) -> Problem:
 def _call_problem(fn: Callable[..., Any], turns: list[str], replies: list[Any], n: int
                   ) -> Problem:
     """Call ``fn`` for call ``n`` and compare its messages with what a harness sends."""
-    request = fn(_SYSTEM, list(turns), list(replies), n)
+    request = fn(_SYSTEM, *_fresh(turns, replies), n)
     problem = _request_problem(request, _SYSTEM)
     if problem:
         return problem
     got, want = request["messages"], _expected(turns, replies, n)
-    if got == want:
+    if _same(got, want):
         return None
     if len(got) != len(want):
         hint = ("only the newest turn was sent: add the earlier turns and the model's "
@@ -87,25 +119,30 @@ def _call_problem(fn: Callable[..., Any], turns: list[str], replies: list[Any], 
         return (f"call {n}: expected {len(want)} messages ({_roles(want)}), got "
                 f"{len(got)} ({_roles(got)}); {hint}")
     for i, (g, w) in enumerate(zip(got, want, strict=True), start=1):
-        if g["role"] != w["role"]:
+        if not _same(g["role"], w["role"]):
             return (f"call {n}: message {i} has role {g['role']!r}, expected {w['role']!r}; "
                     f"the list alternates user, assistant, ..., and ends with the newest "
                     f"user turn")
-        if g["content"] != w["content"]:
+        if not _same(g["content"], w["content"]):
             hint = ("copy each reply's content unchanged, blocks and all"
                     if w["role"] == "assistant" else "put the turns in the order they came")
             return (f"call {n}: message {i} ({w['role']}) holds {short(g['content'])!r}, "
-                    f"expected {short(w['content'])!r}; {hint}")
-    return "the messages differ from what a harness with memory sends"  # pragma: no cover
+                    f"expected {short(w['content'])!r}{_block_keys(g['content'], w['content'])}"
+                    f"; {hint}")
+    return ("the messages differ from what a harness with memory sends; build them from "
+            "plain dicts, lists and strings")  # pragma: no cover
 
 
 def _leaves_inputs_alone(fn: Callable[..., Any]) -> Problem:
-    turns, replies = list(_TURNS), copy.deepcopy(_REPLIES)
-    first = copy.deepcopy(fn(_SYSTEM, turns, replies, 3))
-    if turns != _TURNS or replies != _REPLIES:
-        return ("your function changed the turns or replies it was given; build a new list "
-                "instead of appending to the caller's")
-    second = fn(_SYSTEM, turns, replies, 3)
+    # call 4 sends reply 3, a list of blocks: a block changed in place shows here
+    turns, replies = _fresh(_TURNS, _REPLIES)
+    before = copy.deepcopy((turns, replies))
+    first = copy.deepcopy(fn(_SYSTEM, turns, replies, 4))
+    if not (_same(turns, before[0]) and _same(replies, before[1])):
+        return ("your function changed the turns or replies it was given (a list appended "
+                "to, or a reply's block changed in place); build a new list and copy each "
+                "reply's content unchanged")
+    second = fn(_SYSTEM, turns, replies, 4)
     if first != second:
         return ("two calls with the same arguments returned different requests: is a list "
                 "kept between calls (a default argument, a global)? Start a new list each "
@@ -120,7 +157,7 @@ def _cases() -> list[Case]:
              lambda fn: _call_problem(fn, _TURNS, [], 1),
              "call 1 sends the first turn alone, the system prompt beside it"),
         Case("system prompt beside the list",
-             lambda fn: _request_problem(fn(_SYSTEM, list(_TURNS), list(later), 2), _SYSTEM),
+             lambda fn: _request_problem(fn(_SYSTEM, *_fresh(_TURNS, later), 2), _SYSTEM),
              "request['system'] holds the system prompt; no message has role 'system'"),
         Case("call 3 re-sends the history",
              lambda fn: _call_problem(fn, _TURNS, _REPLIES[:2], 3),

@@ -121,9 +121,13 @@ def _seeded(fn: Callable[..., Any]) -> Problem:
     first, problem = _schedule(fn, 5, seed=7)
     if first is None:
         return problem
-    random.seed(12345)  # a learner's generator must not be the module's shared one
-    random.random()
-    again, problem = _schedule(fn, 5, seed=7)
+    state = random.getstate()  # the learner's random module is left as it was found
+    try:
+        random.seed(12345)  # a learner's generator must not be the module's shared one
+        random.random()
+        again, problem = _schedule(fn, 5, seed=7)
+    finally:
+        random.setstate(state)
     if again is None:
         return problem
     if first != again:
@@ -182,7 +186,7 @@ def _first_call(fn: Callable[..., Any]) -> Problem:
     if refund.paid != 1:
         return (f"a key seen for the first time ran the side effect {refund.paid} times; "
                 f"run it once")
-    if got != "refund 1":
+    if type(got) is not str or got != "refund 1":
         return f"returned {short(repr(got))}; return what the side effect returned ('refund 1')"
     if finished.get("run-7:toolu_01") != "refund 1":
         return (f"after the call, finished is {short(repr(finished))}; store the result "
@@ -204,7 +208,7 @@ def _same_key(fn: Callable[..., Any]) -> Problem:
     if paid != 1:
         return (f"the same key twice paid {paid} refunds; when the key is in finished, "
                 f"return finished[key] without running the side effect")
-    if again != "refund 1":
+    if type(again) is not str or again != "refund 1":
         return (f"the second call returned {short(repr(again))}; return the first call's "
                 f"result, 'refund 1', so the caller learns what already happened")
     return None
@@ -215,7 +219,7 @@ def _other_key(fn: Callable[..., Any]) -> Problem:
     if paid != 2:
         return (f"keys run-7:toolu_01 and run-8:toolu_01 paid {paid} refund(s); a "
                 f"different key is a different call: run it")
-    if got != "refund 2":
+    if type(got) is not str or got != "refund 2":
         return f"the second key returned {short(repr(got))}, expected its own 'refund 2'"
     return None
 
@@ -256,7 +260,7 @@ def _failed_attempt(fn: Callable[..., Any]) -> Problem:
         return (f"after an attempt that raised, finished is {short(repr(finished))}; store "
                 f"the key only once the side effect has returned")
     got = fn(finished, "run-7:toolu_03", flaky)
-    if len(attempts) != 2 or got != "refund 1":
+    if len(attempts) != 2 or type(got) is not str or got != "refund 1":
         return (f"the retry after a failed attempt ran it {len(attempts) - 1} more time(s) and "
                 f"returned {short(repr(got))}; a key whose attempt raised is not finished")
     return None
