@@ -97,7 +97,7 @@ GALLERY = {
     "errors not marked": (forgets_is_error, "missing argument", "mark every failure"),
     "hides the exception's message": (hides_the_message, "tool that raises",
                                       "pass on the exception's message"),
-    "sends the raw value": (sends_the_raw_value, "valid call", "content was a dict"),
+    "sends the raw value": (sends_the_raw_value, "valid call", "content is a dict"),
     "makes up an id": (makes_up_an_id, "valid call", "copy call['id']"),
 }
 

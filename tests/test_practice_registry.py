@@ -94,7 +94,7 @@ def test_the_notebooks_reference_solution_scores_full_marks_with_its_registry():
     (swallows_the_message, "the function raises", "the exception's message"),
     (str_of_the_dict, "a result that is not a string", "str() of a dict is not JSON"),
     (errors_without_the_flag, "missing argument", "set 'is_error': True"),
-    (its_own_id, "a good call", "the API pairs each result with its call"),
+    (its_own_id, "a good call", "so the API can pair the result with its call"),
 ])
 def test_a_broken_execute_fails_the_right_case_with_a_fix(fn, case, says):
     report = judge(fn)

@@ -34,6 +34,7 @@ from primer.course.checking import (
     short,
 )
 from primer.course.exercises import Toolbox
+from primer.course.practice.tool_results import content_text, tool_result_problem
 from primer.loop.tools import tool
 
 #: The shop's catalogue: sku → unit price in rupees.
@@ -84,32 +85,7 @@ def _call(name: str, given: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # text blocks are allowed as a result's content
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
-
-
-def _shape_problem(block: Any, call: dict[str, Any]) -> Problem:
-    """What is wrong with ``block`` as the ``tool_result`` answering ``call``, or ``None``."""
-    if not isinstance(block, dict):
-        return (f"returned {short(repr(block))}; return a dict {{'type': 'tool_result', "
-                f"'tool_use_id': call['id'], 'content': str, 'is_error': bool}}")
-    if block.get("type") != "tool_result":
-        return f"returned a block of type {block.get('type')!r}; its type is 'tool_result'"
-    if block.get("tool_use_id") != call["id"]:
-        return (f"tool_use_id was {short(repr(block.get('tool_use_id')))}, not the call's id "
-                f"{call['id']!r}; copy call['id'] so the API can pair the result with its call")
-    content = block.get("content")
-    if not isinstance(content, str) and not (
-            isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text"
-                                              for b in content)):
-        return (f"content was a {type(content).__name__}; the API takes a string (or text "
-                f"blocks): send json.dumps(output) for a result, the message for an error")
-    if "is_error" in block and not isinstance(block["is_error"], bool):
-        return f"is_error was {block['is_error']!r}; use the boolean True or False"
-    return None
+    return content_text(content) or ""
 
 
 def _run(fn: Callable[..., Any], name: str, given: dict[str, Any], n: int
@@ -123,7 +99,7 @@ def _run(fn: Callable[..., Any], name: str, given: dict[str, Any], n: int
     except Exception as e:  # noqa: BLE001 - the learner's exception is the verdict
         return None, ran, (f"{describe_exception(e, fn)}; catch it and return an is_error "
                            f"tool_result: an exception here ends the whole run")
-    return block, ran, _shape_problem(block, call)
+    return block, ran, tool_result_problem(block, call["id"])
 
 
 def _error_case(name: str, given: dict[str, Any], n: int, what: str,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from primer.course.checking import Case, ExerciseReport, Problem, run_cases, short
+from primer.course.practice.tool_results import content_text
 
 #: Seconds a check's tool waits for its sibling calls before concluding they are not
 #: running at the same time (a sequential solution costs this once per case that waits).
@@ -130,10 +131,8 @@ def _is_error(result: dict[str, Any]) -> bool:
 
 
 def _text(result: dict[str, Any]) -> str:
-    content = result.get("content")
-    if isinstance(content, list):  # content blocks are allowed: read their text
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return str(content)
+    text = content_text(result.get("content"))
+    return text if text is not None else str(result.get("content"))
 
 
 def _order_tools() -> _Tools:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from primer.course.checking import Case, ExerciseReport, Problem, run_cases, short
+from primer.course.practice.tool_results import content_text, tool_result_problem
 
 _STOCK_DEF = {
     "name": "get_stock",
@@ -66,33 +67,13 @@ class _Tools:
                 "convert_price": (json.loads(json.dumps(_PRICE_DEF)), self.convert_price)}
 
 
-def _text(content: Any) -> str | None:
-    """A result's content as text: a string, or a list of text blocks joined; else None."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text"
-                                         and isinstance(b.get("text"), str) for b in content):
-        return "".join(b["text"] for b in content)
-    return None
-
-
 def _block_problem(block: Any, call: dict[str, Any], *, error: bool) -> Problem:
-    """What is wrong with ``block`` as the ``tool_result`` for ``call``."""
-    if not isinstance(block, dict):
-        return (f"returned {type(block).__name__} {short(block)}; return a tool_result "
-                f"block {{'type': 'tool_result', 'tool_use_id', 'content', 'is_error'}}")
-    if block.get("type") != "tool_result":
-        return f"the block's type is {short(block.get('type'))!r}; it must be 'tool_result'"
-    if block.get("tool_use_id") != call["id"]:
-        return (f"tool_use_id is {short(block.get('tool_use_id'))!r}, expected the call's id "
-                f"{call['id']!r}: the API pairs each result with its call by this id")
-    if _text(block.get("content")) is None:
-        kind = type(block.get("content")).__name__
-        return (f"content is a {kind}; the API takes text: send a string (json.dumps a "
-                f"result that is not one)")
+    """What is wrong with ``block`` as the ``tool_result`` for ``call`` (an error when
+    ``error``)."""
+    problem = tool_result_problem(block, call["id"])
+    if problem:
+        return problem
     flag = block.get("is_error", False)
-    if not isinstance(flag, bool):
-        return f"is_error is {flag!r}; it must be True or False"
     if error and not flag:
         return ("a failure came back with is_error false; set 'is_error': True so the model "
                 "knows the call failed")
@@ -118,7 +99,7 @@ def _good_call(execute: Callable[..., Any]) -> Problem:
     if tools.runs != [("convert_price", {"amount": 900, "currency": "EUR"})]:
         return (f"expected convert_price to run once with the call's input as keyword "
                 f"arguments, fn(**call['input']); the tools ran {tools.runs}")
-    if _text(block["content"]) != "10.00 EUR":
+    if content_text(block["content"]) != "10.00 EUR":
         return (f"content is {short(block['content'])!r}, expected the function's result "
                 f"'10.00 EUR' as it returned it")
     return None
@@ -132,7 +113,7 @@ def _json_result(execute: Callable[..., Any]) -> Problem:
     problem = _block_problem(block, call, error=False)
     if problem:
         return problem
-    text = _text(block["content"]) or ""
+    text = content_text(block["content"]) or ""
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -156,7 +137,7 @@ def _failure(execute: Callable[..., Any], name: str, args: Any, *, mentions: lis
     if ran:
         return (f"the function ran with {short(ran[0][1])} though {what}; validate the input "
                 f"against input_schema (jsonschema.validate) before calling")
-    text = _text(block["content"]) or ""
+    text = content_text(block["content"]) or ""
     missing = [m for m in mentions if m not in text]
     if missing:
         return f"the error says {short(text, 70)!r}, which does not name {missing[0]!r}; {hint}"
