@@ -11,7 +11,7 @@ import html
 
 import ipywidgets as widgets
 
-from primer.course.quiz import LABELS, QuizQuestion, Quiz, QuizError
+from primer.course.quiz import LABELS, Quiz, QuizError, QuizQuestion
 
 
 def quiz_widget(quiz: Quiz) -> widgets.VBox:
