@@ -75,9 +75,11 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q -n auto tests
 
+# Every notebook re-executed and compared, a notebook per worker (--dist loadfile keeps a
+# notebook's cells, which share one kernel, on one worker).
 nbval: venv
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  $(BIN)/pytest -q $(NBVAL_ARGS) notebooks; \
+	  $(BIN)/pytest -q -n auto --dist loadfile $(NBVAL_ARGS) notebooks; \
 	else \
 	  echo "nbval: no notebooks/*.ipynb yet, nothing to validate"; \
 	fi

@@ -459,6 +459,8 @@ def check_quiz(panel: Any, name: str, out: Path) -> None:
     if after is None or not any(v in after for v in ("Right:", "Not quite:")):
         raise CheckFailed(f"{name}: the quiz showed no verdict after Check")
     panel.screenshot(path=str(out / f"{name}-quiz.png"))
+    verdict = next(v for v in ("Right:", "Not quite:") if v in after)
+    print(f"    quiz      choice (a), Check            the verdict shows: {verdict} ...")
 
 
 def check_lesson(page: Any, url: str, lesson: str, out: Path) -> list[Path]:

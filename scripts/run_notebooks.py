@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Re-execute lesson notebooks in place, each from a fresh kernel, in order.
+"""Re-execute lesson notebooks in place, each from a fresh kernel.
 
-Usage: scripts/run_notebooks.py [--fresh] [NOTEBOOK ...]
+Usage: scripts/run_notebooks.py [--fresh] [-j JOBS] [NOTEBOOK ...]
 
 A NOTEBOOK is a path (``notebooks/05_exits_and_the_production_loop.ipynb``, from the current
 directory or from the project's root) or a lesson number (``05``). With none, every
 notebooks/*.ipynb runs, sorted by name (so by lesson number), then the reference solutions in
-notebooks/solutions/. Run from any directory, with any Python: when the project has a
-``.venv`` the script re-runs itself with that interpreter, so the kernel is the course's.
+notebooks/solutions/; ``-j`` of them at a time (default: one per CPU), each in a process of
+its own, a line printed as each ends. Run from any directory, with any Python: when the
+project has a ``.venv`` the script re-runs itself with that interpreter, so the kernel is the
+course's.
 
 Each notebook runs with nbclient on the kernel named ``python3``, resolved to the interpreter
 running this script, with the notebook's own folder as the working directory and a 120 s
@@ -60,7 +62,9 @@ if __name__ == "__main__":
     use_project_venv(sys.argv[1:])
 
 import argparse  # noqa: E402 - after the re-exec, so only the venv's interpreter imports
+import concurrent.futures  # noqa: E402
 import copy  # noqa: E402
+import functools  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
@@ -274,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true",
                         help="write every notebook, even one that differs only in run-to-run "
                              "values")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                        help="notebooks run at the same time, each in its own process and "
+                             "kernel (default: the machine's CPUs)")
     args = parser.parse_args(argv)
     try:
         paths = [resolve(a) for a in args.notebooks]
@@ -289,7 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     for key in OFFLINE_UNSET:
         os.environ.pop(key, None)
     patterns = sanitize_patterns()
-    results = [run_one(p, fresh=args.fresh, patterns=patterns) for p in paths]
+    jobs = max(1, min(args.jobs, len(paths)))
+    if jobs == 1:
+        results = [run_one(p, fresh=args.fresh, patterns=patterns) for p in paths]
+    else:  # one process per notebook at a time; each line is printed as a notebook ends
+        with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+            results = list(pool.map(functools.partial(run_one, fresh=args.fresh,
+                                                      patterns=patterns), paths))
     return 0 if all(results) else 1
 
 
