@@ -78,11 +78,11 @@ from primer.loop.text import JSONRefused, parse_json
 from .keystore import (
     KEY_ENV,
     KEY_FILE_ENV,
+    KEY_SOURCES,
     CheckpointError,
     checkpoint_key,
     key_file_path,
     read_anchor,
-    shown_path,
 )
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV", "RECORD_SCHEMAS",
@@ -344,7 +344,7 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
             raise CheckpointError(
                 f"{path}, line {n}: the line does not match its signature: the journal was "
                 f"edited, reordered or cut in the middle, or signed with another key (this "
-                f"machine's is ${KEY_ENV} or the key file {shown_path(key_file_path())}). A "
+                f"machine's: {KEY_SOURCES}). A "
                 f"checkpoint is never edited by hand; record decisions with `python -m primer "
                 f"approve`. Nothing was run.")
         body, previous = verified

@@ -47,12 +47,12 @@ def key_file_path() -> Path:
     return Path(config_home) / "primer" / "checkpoint.key"
 
 
-def shown_path(path: Path) -> str:
-    """``path`` for a message, with the home directory written ``~``."""
-    try:
-        return f"~/{path.relative_to(Path.home())}"
-    except ValueError:
-        return str(path)
+#: Where this machine's key comes from, for messages. The same text on every machine: a
+#: message (and a notebook's output) never shows the key file's real path, which depends on
+#: the home directory and ``XDG_CONFIG_HOME``.
+KEY_SOURCES = (f"${KEY_ENV} if set, else the key file ${KEY_FILE_ENV} names, else "
+               f"$XDG_CONFIG_HOME/primer/checkpoint.key (by default "
+               f"~/.config/primer/checkpoint.key)")
 
 
 def checkpoint_key(directory: Path) -> bytes:
