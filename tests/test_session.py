@@ -7,7 +7,13 @@ import pytest
 from primer.harness.durable.checkpoint import approve
 from primer.harness.production import run_production
 from primer.harness.request_check import messages_problems
-from primer.harness.sessions.session import NOT_APPROVED_RESULT, Session, SessionError, Turn
+from primer.harness.sessions.session import (
+    NOT_APPROVED_RESULT,
+    Session,
+    SessionCapReached,
+    SessionError,
+    Turn,
+)
 from primer.loop.config import AgentConfig
 from primer.loop.messages import UNANSWERED_RESULT
 from primer.loop.model import ScriptedLLM, ScriptExhausted, Usage, text_reply, tool_reply
@@ -213,3 +219,135 @@ def test_a_stored_session_loaded_with_a_cap_counts_what_it_spent_before(tmp_path
                        config=support_chat.CONFIG, max_cost_usd=chat.cost_usd)
     with pytest.raises(SessionError, match="nothing was sent"):
         later.send(support_chat.QUESTIONS[1])
+
+
+class CountingLLM:
+    """The support chat's model, counting the calls that reach it."""
+
+    def __init__(self) -> None:
+        self.llm, self.calls = support_chat.make_llm(), 0
+
+    def __call__(self, **request):
+        self.calls += 1
+        return self.llm(**request)
+
+
+def counted_session(**kw) -> tuple[Session, CountingLLM]:
+    llm = CountingLLM()
+    return Session(llm, support_chat.make_tools(), system=support_chat.SYSTEM,
+                   config=kw.pop("config", support_chat.CONFIG), **kw), llm
+
+
+def refused(session: Session, llm: CountingLLM, cap: str) -> SessionCapReached:
+    """Send the next question, which the cap ``cap`` must refuse before anything is sent."""
+    before = (len(session.messages), len(session.turns), llm.calls)
+    with pytest.raises(SessionCapReached) as e:
+        session.send(support_chat.QUESTIONS[len(session.turns)])
+    assert (len(session.messages), len(session.turns), llm.calls) == before
+    assert e.value.cap == cap and session.cap_reached == cap
+    assert "nothing was sent. Start a new session" in str(e.value)
+    assert "or raise the cap" in str(e.value)
+    return e.value
+
+
+def test_max_turns_refuses_the_turn_after_the_last_one_and_names_the_cap():
+    session, llm = counted_session(max_turns=2)
+    for question in support_chat.QUESTIONS[:2]:
+        assert session.cap_reached is None
+        assert session.send(question).stop_cause is StopCause.END_TURN
+    e = refused(session, llm, "max_turns")
+    assert (e.limit, e.spent) == (2, 2)
+    assert str(e).startswith("session " + session.id + " has had 2 turns, its max_turns is 2;")
+    session.max_turns = 3                                  # raising the cap lets it go on
+    assert session.send(support_chat.QUESTIONS[2]).stop_cause is StopCause.END_TURN
+
+
+def totals(n: int) -> list[int]:
+    """The session's tokens after each of the first ``n`` support questions, uncapped."""
+    session = support_session()
+    return [session.send(q) and session.usage.total_tokens for q in support_chat.QUESTIONS[:n]]
+
+
+def test_max_tokens_total_reached_exactly_lets_the_turn_finish_and_refuses_the_next():
+    first, second = totals(2)
+    session, llm = counted_session(max_tokens_total=second)
+    assert session._turn_config().token_budget == second    # smaller than the config's
+    session.send(support_chat.QUESTIONS[0])
+    assert session._turn_config().token_budget == second - first   # what is left
+    session.send(support_chat.QUESTIONS[1])
+    assert [(t.stop_cause, t.cap) for t in session.turns] == [(StopCause.END_TURN, None)] * 2
+    e = refused(session, llm, "max_tokens_total")
+    assert (e.limit, e.spent) == (second, second)
+    assert f"has used {second:,} tokens, its max_tokens_total is {second:,};" in str(e)
+
+
+def test_max_tokens_total_can_be_passed_by_one_call_and_the_turn_names_the_cap():
+    first, _ = totals(2)
+    session, llm = counted_session(max_tokens_total=first + 100)
+    session.send(support_chat.QUESTIONS[0])
+    turn = session.send(support_chat.QUESTIONS[1])         # a budget of 100 tokens left
+    assert turn.stop_cause is StopCause.TOKEN_BUDGET and len(turn.steps) == 1
+    assert session.turns[-1].cap == "max_tokens_total"
+    assert session.usage.total_tokens > first + 100        # one call's overshoot
+    e = refused(session, llm, "max_tokens_total")
+    assert e.spent == session.usage.total_tokens
+
+
+def test_a_turn_stopped_by_its_own_smaller_budget_names_no_cap():
+    session, _ = counted_session(max_tokens_total=100_000, max_cost_usd=10.0,
+                                 config=AgentConfig(token_budget=600, cost_budget_usd=0.001))
+    assert session.send(support_chat.QUESTIONS[0]).stop_cause in (StopCause.TOKEN_BUDGET,
+                                                                  StopCause.COST_BUDGET)
+    assert session.turns[0].cap is None and session.cap_reached is None
+
+
+def test_max_cost_usd_names_its_cap_limit_and_spend():
+    session, llm = counted_session(max_cost_usd=0.02)
+    for question in support_chat.QUESTIONS[:3]:
+        session.send(question)
+    assert [t.cap for t in session.turns] == [None, None, "max_cost_usd"]
+    e = refused(session, llm, "max_cost_usd")
+    assert (e.limit, e.spent) == (0.02, session.cost_usd)
+
+
+def test_the_turns_cap_is_named_first_when_several_are_used_up():
+    session, llm = counted_session(max_turns=1, max_tokens_total=100, max_cost_usd=0.0001)
+    session.send(support_chat.QUESTIONS[0])
+    assert refused(session, llm, "max_turns").limit == 1
+
+
+@pytest.mark.parametrize("cap, bad", [("max_turns", 0), ("max_turns", 1.5), ("max_turns", "2"),
+                                      ("max_turns", True), ("max_tokens_total", -1),
+                                      ("max_tokens_total", 10.0), ("max_cost_usd", 0),
+                                      ("max_cost_usd", float("inf")),
+                                      ("max_cost_usd", float("nan"))])
+def test_a_cap_that_cannot_be_one_is_refused_by_name(cap, bad):
+    with pytest.raises(ValueError, match=f"Session: {cap} is a "):
+        support_session(**{cap: bad})
+
+
+def test_a_turn_keeps_the_cap_that_ended_it_through_its_dict():
+    session, _ = counted_session(max_cost_usd=0.02)
+    for question in support_chat.QUESTIONS[:3]:
+        session.send(question)
+    turn = session.turns[-1]
+    assert Turn.from_dict(turn.to_dict()) == turn and turn.cap == "max_cost_usd"
+    older = {k: v for k, v in turn.to_dict().items() if k != "cap"}   # a record from before
+    assert Turn.from_dict(older).cap is None
+    with pytest.raises(ValueError, match="not one of max_turns"):
+        Turn.from_dict({**turn.to_dict(), "cap": "max_fun"})
+
+
+def test_a_resumed_turn_runs_with_the_budget_it_started_with_and_names_the_cap(tmp_path):
+    llm = ScriptedLLM([tool_reply(("refund", {"order_id": "A123"})),
+                       tool_reply(("refund", {"order_id": "B456"})), text_reply("Refunded.")])
+    session = Session(llm, [refund], config=AgentConfig(checkpoint_dir=str(tmp_path)),
+                      max_turns=1, max_tokens_total=300)
+    paused = session.send("Refund A123, please.")
+    assert paused.usage.total_tokens < 300
+    approve(paused.checkpoint, paused.pending[0]["id"])
+    done = session.resume()                               # not a second turn for max_turns
+    assert done.stop_cause is StopCause.TOKEN_BUDGET and done.usage.total_tokens > 300
+    assert len(session.turns) == 1 and session.turns[0].cap == "max_tokens_total"
+    with pytest.raises(SessionCapReached, match="max_turns is 1"):
+        session.send("Thanks!")

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from primer.harness.sessions.session import SessionError
+from primer.harness.sessions.session import SessionCapReached, SessionError
 from primer.harness.sessions.store import (
     FILE_NAME,
     SCHEMA_VERSION,
@@ -201,3 +201,83 @@ def test_a_directory_is_made_only_inside_one_that_exists(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(SessionError, match="is a file"):
         SessionStore(tmp_path / "file")
+
+
+def capped_support(store: SessionStore, **caps):
+    return store.new(support_chat.make_llm(), support_chat.make_tools(), session_id="capped",
+                     system=support_chat.SYSTEM, config=support_chat.CONFIG, **caps)
+
+
+def test_a_sessions_caps_are_stored_and_a_loaded_session_keeps_them(tmp_path):
+    caps = {"max_turns": 2, "max_tokens_total": 50_000, "max_cost_usd": 0.5}
+    capped_support(SessionStore(tmp_path), **caps).send(support_chat.QUESTIONS[0])
+    assert read_session(tmp_path, "capped").caps == caps
+    later = load_support(SessionStore(tmp_path), "capped")
+    assert later.caps == caps
+    later.send(support_chat.QUESTIONS[1])
+    again = load_support(SessionStore(tmp_path), "capped")
+    with pytest.raises(SessionCapReached, match="has had 2 turns, its max_turns is 2") as e:
+        again.send(support_chat.QUESTIONS[2])
+    assert e.value.cap == "max_turns" and len(read_session(tmp_path, "capped").turns) == 2
+
+
+def test_a_cap_given_at_load_replaces_the_stored_one_and_is_saved_with_the_next_turn(tmp_path):
+    capped_support(SessionStore(tmp_path), max_turns=1,
+                   max_cost_usd=0.5).send(support_chat.QUESTIONS[0])
+    raised = SessionStore(tmp_path).load("capped", support_chat.make_llm(),
+                                         support_chat.make_tools(), config=support_chat.CONFIG,
+                                         max_turns=3, max_cost_usd=None)
+    assert raised.caps == {"max_turns": 3, "max_tokens_total": None, "max_cost_usd": None}
+    assert read_session(tmp_path, "capped").caps["max_turns"] == 1   # not saved yet
+    raised.send(support_chat.QUESTIONS[1])
+    assert read_session(tmp_path, "capped").caps == raised.caps
+
+
+def test_a_session_without_caps_stores_none_and_a_bad_cap_stores_nothing(tmp_path):
+    store = SessionStore(tmp_path)
+    new_support(store)
+    assert read_session(tmp_path, "support-42").caps == dict.fromkeys(
+        ("max_turns", "max_tokens_total", "max_cost_usd"))
+    with pytest.raises(ValueError, match="max_turns is a whole number of turns above 0"):
+        capped_support(store, max_turns=0)
+    assert [i.id for i in store.sessions()] == ["support-42"]
+
+
+@pytest.mark.parametrize("caps, why", [
+    ("not json", "its caps column is not JSON"),
+    ('["max_turns"]', "its caps are not a JSON object"),
+    ('{"max_turns": 0}', "max_turns is a whole number of turns above 0"),
+    ('{"max_fun": 1}', "'max_fun' is not a cap"),
+])
+def test_damaged_caps_are_refused_before_anything_is_sent(tmp_path, caps, why):
+    capped_support(SessionStore(tmp_path), max_turns=5).send(support_chat.QUESTIONS[0])
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.execute("UPDATE sessions SET caps = ?", (caps,))
+    with pytest.raises(SessionError, match="session 'capped'") as e:
+        SessionStore(tmp_path).load("capped", support_chat.make_llm())
+    assert why in str(e.value) and "the store is damaged" in str(e.value)
+
+
+V1_SCHEMA = """
+CREATE TABLE sessions (id TEXT PRIMARY KEY, system TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE messages (session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (session_id, position));
+CREATE TABLE turns (session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (session_id, turn));
+INSERT INTO sessions VALUES ('old', '', 1750000000.0, 1750000000.0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_store_of_schema_version_1_is_read_as_uncapped_and_gets_its_caps_column(tmp_path):
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.executescript(V1_SCHEMA)
+    assert read_session(tmp_path, "old").caps["max_turns"] is None     # read only: unchanged
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    old = SessionStore(tmp_path).load("old", support_chat.make_llm(), max_turns=1)
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    old.send("Hello")
+    assert read_session(tmp_path, "old").caps["max_turns"] == 1

@@ -7,9 +7,13 @@ messages=session.messages)`` with the session's model, tools, system prompt and 
 its :class:`Turn` record. Limits and budgets are per turn (each turn is one run with its own
 ``max_steps`` and ``token_budget``); the session adds the turns up (:attr:`Session.usage`,
 :attr:`Session.cost_usd`, and each turn's ``session_usage`` and ``session_cost_usd``), so a
-conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``. A cap on
-the whole conversation, ``max_cost_usd``, refuses a turn once the session has spent it and
-gives each turn only what is left as its ``cost_budget_usd``.
+conversation's growing cost is always on view: turn ``n`` re-sends turns ``1..n-1``.
+
+Caps on the whole conversation (:data:`SESSION_CAPS`): ``max_turns`` turns,
+``max_tokens_total`` tokens and ``max_cost_usd`` dollars. Each turn runs with only what is
+left as its ``token_budget`` and ``cost_budget_usd``; once a cap is used up the next turn is
+refused before anything is sent, with a :class:`SessionCapReached` that names the cap, as a
+run's stop cause names the limit that ended it.
 
 A history that ends with an unanswered ``tool_use`` (a run that crashed or was cancelled
 mid-call) is repaired before it is sent (:func:`primer.loop.messages.repair_history`). A
@@ -49,8 +53,47 @@ NOT_APPROVED_RESULT = ("Not run: this call needed a person's approval and the co
                        "went on without one. It did not run.")
 
 
+#: The caps a session can have, in the order they are checked: turns, tokens (prompt plus
+#: output, as :attr:`~primer.loop.model.Usage.total_tokens` counts them, summed over every
+#: turn) and dollars (USD at the config's prices).
+SESSION_CAPS = ("max_turns", "max_tokens_total", "max_cost_usd")
+_CAP_UNITS = {"max_turns": "turns", "max_tokens_total": "tokens", "max_cost_usd": "USD"}
+
+
 class SessionError(ValueError):
     """A session cannot do what was asked; the message says why and what to do instead."""
+
+
+class SessionCapReached(SessionError):
+    """A turn was refused because the session has used up one of its caps; nothing was sent.
+
+    ``cap`` names it (one of :data:`SESSION_CAPS`), ``limit`` is its value and ``spent`` what
+    the session has used of it (turns; tokens; USD). The message says both, and what to do:
+    start a new session, or raise the cap.
+    """
+
+    def __init__(self, session_id: str, cap: str, limit: float, spent: float) -> None:
+        self.cap, self.limit, self.spent = cap, limit, spent
+        used = {"max_turns": f"has had {spent:,.0f} turns",
+                "max_tokens_total": f"has used {spent:,.0f} tokens",
+                "max_cost_usd": f"has spent {spent:.4f} USD"}[cap]
+        limit_text = f"{limit:g}" if cap == "max_cost_usd" else f"{limit:,}"
+        super().__init__(f"session {session_id} {used}, its {cap} is {limit_text}; nothing "
+                         f"was sent. Start a new session (e.g. from a summary of this one) "
+                         f"or raise the cap.")
+
+
+def cap_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the session cap ``name`` (one of :data:`SESSION_CAPS`), or
+    ``None`` when it can: ``max_turns`` and ``max_tokens_total`` are whole numbers above 0,
+    ``max_cost_usd`` a finite number of USD above 0; ``None`` is no cap."""
+    if value is None:
+        return None
+    kinds = (int,) if name != "max_cost_usd" else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < float("inf"):
+        what = "a whole number of" if name != "max_cost_usd" else "a number of"
+        return f"{name} is {what} {_CAP_UNITS[name]} above 0, or None, not {value!r}"
+    return None
 
 
 @dataclass
@@ -63,6 +106,9 @@ class Turn:
     ``session_cost_usd`` are the session's running totals through this turn. ``messages``
     is the length of the history after it; ``repaired`` the ids of ``tool_use`` blocks given
     an error result before it was sent; ``checkpoint`` the run's checkpoint journal, if any.
+    ``cap`` names the session cap that ended the turn (``"max_tokens_total"`` or
+    ``"max_cost_usd"``: its budget was cut to what the session had left and the run stopped
+    at it), else ``None``.
     """
 
     index: int
@@ -79,6 +125,7 @@ class Turn:
     messages: int
     repaired: list[str] = field(default_factory=list)
     checkpoint: str | None = None
+    cap: str | None = None
 
     @property
     def first_call_input_tokens(self) -> int:
@@ -94,19 +141,22 @@ class Turn:
                 "call_usages": [u.to_dict() for u in self.call_usages],
                 "session_usage": self.session_usage.to_dict(),
                 "session_cost_usd": self.session_cost_usd, "messages": self.messages,
-                "repaired": self.repaired, "checkpoint": self.checkpoint}
+                "repaired": self.repaired, "checkpoint": self.checkpoint, "cap": self.cap}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Turn:
         """Inverse of :meth:`to_dict`; ``KeyError``, ``TypeError`` or ``ValueError`` for a
         malformed dict."""
+        cap = d.get("cap")
+        if cap is not None and cap not in SESSION_CAPS:
+            raise ValueError(f"cap {cap!r} is not one of {', '.join(SESSION_CAPS)}")
         return cls(int(d["index"]), str(d["task"]), StopCause(d["stop_cause"]),
                    str(d["stop_detail"]), d["final_text"], int(d["steps"]),
                    Usage.from_dict(d["usage"]), float(d["cost_usd"]),
                    [Usage.from_dict(u) for u in d["call_usages"]],
                    Usage.from_dict(d["session_usage"]),
                    float(d["session_cost_usd"]), int(d["messages"]),
-                   [str(x) for x in d.get("repaired", [])], d.get("checkpoint"))
+                   [str(x) for x in d.get("repaired", [])], d.get("checkpoint"), cap)
 
     def row(self) -> dict[str, Any]:
         """The turn as one table row (see :meth:`Session.table`)."""
@@ -138,11 +188,16 @@ class Session:
     (checked with :func:`~primer.loop.messages.history_problem`: ``ValueError`` if it is
     not one), ``turns`` its turn records, ``session_id`` a name (default: a random one),
     ``store`` where to save it after each turn (or ``None``: kept in memory only).
-    ``max_cost_usd`` caps what the whole conversation may spend, in USD at the config's
-    prices (``None``: no cap): a turn is refused once the session has spent it, and each
-    turn runs with ``cost_budget_usd`` at most what is left (the turn stops with
-    ``cost_budget``; with ``budget_check="after"`` its last call can overshoot). Raises
-    ``ValueError`` for a cap that is not a positive number.
+
+    Caps on the whole conversation (``None``: no cap; the turns given count too):
+    ``max_turns`` turns; ``max_tokens_total`` tokens (prompt plus output, summed over every
+    turn); ``max_cost_usd`` USD at the config's prices. Each turn runs with ``token_budget``
+    and ``cost_budget_usd`` at most what is left (the turn stops with ``token_budget`` or
+    ``cost_budget`` and :attr:`Turn.cap` names the cap; with ``budget_check="after"`` its
+    last call can pass what was left). Once a cap is used up, :meth:`send` raises
+    :class:`SessionCapReached` before anything is sent; :attr:`cap_reached` names it. The
+    caps are attributes: raise one to go on. Raises ``ValueError`` for a cap that is not a
+    number above 0 (a whole number for turns and tokens).
     """
 
     def __init__(self, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
@@ -150,15 +205,21 @@ class Session:
                  hooks: Hooks | Iterable[Hooks] | None = None,
                  messages: Sequence[Message] = (), turns: Sequence[Turn] = (),
                  session_id: str | None = None, store: SessionSaver | None = None,
+                 max_turns: int | None = None, max_tokens_total: int | None = None,
                  max_cost_usd: float | None = None) -> None:
         problem = history_problem(messages)
         if problem is not None:
             raise ValueError(f"Session(messages=...): {problem}")
-        if max_cost_usd is not None and (isinstance(max_cost_usd, bool)
-                                         or not isinstance(max_cost_usd, int | float)
-                                         or not max_cost_usd > 0):
-            raise ValueError(f"Session(max_cost_usd=...) is a positive number of USD or None, "
-                             f"not {max_cost_usd!r}")
+        caps = {"max_turns": max_turns, "max_tokens_total": max_tokens_total,
+                "max_cost_usd": max_cost_usd}
+        problems = [p for name, value in caps.items() if (p := cap_problem(name, value))]
+        if problems:
+            raise ValueError("Session: " + "; ".join(problems))
+        #: Turns the conversation may have (``None``: no cap).
+        self.max_turns = max_turns
+        #: Tokens (prompt plus output, every turn's) the conversation may use (``None``: no cap).
+        self.max_tokens_total = max_tokens_total
+        #: Dollars (USD) the conversation may spend (``None``: no cap).
         self.max_cost_usd = max_cost_usd
         self.id = session_id or new_session_id()
         self.llm, self.system, self.config = llm, system, config or AgentConfig()
@@ -182,6 +243,25 @@ class Session:
         """Dollars (USD) spent by every turn so far."""
         return self.turns[-1].session_cost_usd if self.turns else 0.0
 
+    @property
+    def caps(self) -> dict[str, float | None]:
+        """The session's caps by name (:data:`SESSION_CAPS`), ``None`` for no cap."""
+        return {name: getattr(self, name) for name in SESSION_CAPS}
+
+    def spent(self, cap: str) -> float:
+        """What the session has used of the cap ``cap`` so far: turns, tokens or USD."""
+        return {"max_turns": len(self.turns), "max_tokens_total": self.usage.total_tokens,
+                "max_cost_usd": self.cost_usd}[cap]
+
+    @property
+    def cap_reached(self) -> str | None:
+        """The first cap (in :data:`SESSION_CAPS` order) the session has used up, so that
+        the next :meth:`send` is refused; ``None`` while every cap has something left."""
+        for name, limit in self.caps.items():
+            if limit is not None and self.spent(name) >= limit:
+                return name
+        return None
+
     # -- turns
 
     def send(self, text: str, *, trace: str | os.PathLike[str] | None = None,
@@ -198,26 +278,32 @@ class Session:
         Raises ``ValueError`` for text that is empty or not a string, and
         :class:`SessionError` when the last turn paused for approval with a checkpoint
         (decide its calls, then :meth:`resume` it first; nothing ran), or when the store
-        could not save the turn (it stays in this session in memory), or when the session
-        has spent its ``max_cost_usd`` (nothing is sent).
+        could not save the turn (it stays in this session in memory), and
+        :class:`SessionCapReached` when the session has used up a cap (nothing is sent).
         """
         task_text(text)  # the loop's own check, made before anything else
         history = self._history_to_send()
+        cap = self.cap_reached
+        if cap is not None:
+            raise SessionCapReached(self.id, cap, self.caps[cap] or 0, self.spent(cap))
+        config = self._turn_config()
         result = run_production(self.llm, text, self.tools, system=self.system,
-                                config=self._turn_config(),
+                                config=config,
                                 hooks=self.hooks, on_event=on_event, trace=trace,
                                 output_model=output_model, messages=history.messages)
-        self._record(text, result, history.repaired_ids)
+        self._record(text, result, history.repaired_ids, self._cap_of(config, result))
         return result
 
     def resume(self, *, on_event: EventSink | None = None) -> AgentResult:
         """Continue the last turn from its checkpoint after its calls were decided.
 
-        The paused run goes on (:func:`primer.harness.durable.checkpoint.resume`: approved calls
-        run,
-        rejected ones are reported to the model), and its outcome replaces the last turn's
-        record. Raises :class:`SessionError` when the last turn is not paused with a
-        checkpoint, and :class:`~primer.harness.durable.keystore.CheckpointError` for an unusable
+        The paused run goes on (:func:`primer.harness.durable.checkpoint.resume`: approved
+        calls run, rejected ones are reported to the model), and its outcome replaces the last
+        turn's record. It is the same turn, so ``max_turns`` does not count it again, and it
+        runs with the budgets it started with, already cut to what the caps left then.
+
+        Raises :class:`SessionError` when the last turn is not paused with a checkpoint, and
+        :class:`~primer.harness.durable.keystore.CheckpointError` for an unusable
         checkpoint.
         """
         from primer.harness.durable.checkpoint import resume
@@ -230,23 +316,41 @@ class Session:
         result = resume(last.checkpoint, self.llm, self.tools, on_event=on_event,
                         hooks=self.hooks)
         self.turns.pop()
-        self._record(last.task, result, last.repaired)
+        started_with = self._turn_config(
+            last.session_usage.total_tokens - last.usage.total_tokens,
+            last.session_cost_usd - last.cost_usd)
+        self._record(last.task, result, last.repaired, self._cap_of(started_with, result))
         return result
 
-    def _turn_config(self) -> AgentConfig:
-        """The next turn's config: the session's, its dollar budget cut to what the
-        conversation has left under ``max_cost_usd``."""
-        if self.max_cost_usd is None:
-            return self.config
-        left = self.max_cost_usd - self.cost_usd
-        if left <= 0:
-            raise SessionError(f"session {self.id} has spent {self.cost_usd:.4f} USD, its "
-                               f"max_cost_usd is {self.max_cost_usd:g}; nothing was sent. "
-                               f"Start a new session (e.g. from a summary of this one) or "
-                               f"raise the cap.")
-        budget = self.config.cost_budget_usd
-        return dataclasses.replace(self.config, cost_budget_usd=left if budget is None
-                                   else min(budget, left))
+    def _turn_config(self, tokens_used: int | None = None,
+                     usd_used: float | None = None) -> AgentConfig:
+        """The config of a turn that starts after the session used ``tokens_used`` tokens and
+        ``usd_used`` USD (default: what it has used so far): the session's, its token and
+        dollar budgets cut to what is left under ``max_tokens_total`` and ``max_cost_usd``
+        (at least 1 token, a tiny amount of USD: :meth:`send` refuses a turn once a cap is
+        used up)."""
+        tokens_used = self.usage.total_tokens if tokens_used is None else tokens_used
+        usd_used = self.cost_usd if usd_used is None else usd_used
+        config = self.config
+        if self.max_tokens_total is not None:
+            left = max(self.max_tokens_total - tokens_used, 1)
+            if config.token_budget is None or left < config.token_budget:
+                config = dataclasses.replace(config, token_budget=left)
+        if self.max_cost_usd is not None:
+            left_usd = max(self.max_cost_usd - usd_used, 1e-12)
+            if config.cost_budget_usd is None or left_usd < config.cost_budget_usd:
+                config = dataclasses.replace(config, cost_budget_usd=left_usd)
+        return config
+
+    def _cap_of(self, config: AgentConfig, result: AgentResult) -> str | None:
+        """The session cap that ended ``result``, a run with the turn config ``config``: the
+        run stopped at a budget that the cap had cut below the session config's."""
+        cut = {StopCause.TOKEN_BUDGET: ("max_tokens_total", "token_budget"),
+               StopCause.COST_BUDGET: ("max_cost_usd", "cost_budget_usd")}.get(result.stop_cause)
+        if cut is None or getattr(self, cut[0]) is None:
+            return None
+        own, used = getattr(self.config, cut[1]), getattr(config, cut[1])
+        return cut[0] if used is not None and (own is None or used < own) else None
 
     def _history_to_send(self) -> RepairedHistory:
         """The history, repaired for sending."""
@@ -267,13 +371,14 @@ class Session:
         pending = self.last_result.pending if self.last_result is not None else []
         return [f"{b.get('name')} ({b.get('id')})" for b in pending]
 
-    def _record(self, text: str, result: AgentResult, repaired: list[str]) -> None:
+    def _record(self, text: str, result: AgentResult, repaired: list[str],
+                cap: str | None = None) -> None:
         before_usage, before_cost = self.usage, self.cost_usd
         turn = Turn(len(self.turns) + 1, text, result.stop_cause, result.stop_detail,
                     result.final_text, len(result.steps), result.usage, result.cost_usd,
                     [s.usage for s in result.steps], before_usage + result.usage,
                     before_cost + result.cost_usd,
-                    len(result.messages), repaired, result.checkpoint)
+                    len(result.messages), repaired, result.checkpoint, cap)
         self.messages = result.messages
         self.turns.append(turn)
         self.last_result = result

@@ -16,23 +16,28 @@ with an error result, never run). Approvals stay in the signed checkpoint journa
 
 The schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`; a newer file is refused)::
 
-    sessions(id TEXT PRIMARY KEY, system TEXT, created_at REAL, updated_at REAL)
+    sessions(id TEXT PRIMARY KEY, system TEXT, created_at REAL, updated_at REAL, caps TEXT)
     messages(session_id, position, message)   -- one JSON message per row, in order
     turns(session_id, turn, record)           -- one Turn.to_dict() as JSON per row
 
-Times are seconds since the epoch (UTC). A save appends only what is new: the messages from
-the first one that changed (normally the ones this turn added) and the new turn records.
+Times are seconds since the epoch (UTC); ``caps`` is the session's caps as a JSON object
+(:data:`~primer.harness.sessions.session.SESSION_CAPS`, absent or ``null``: no cap). A save
+appends only what is new: the messages from the first one that changed (normally the ones
+this turn added) and the new turn records, and writes the caps again. A store of schema
+version 1 (no ``caps`` column) gets the column when a :class:`SessionStore` opens it; read
+only, its sessions have no caps.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,10 +52,10 @@ from primer.loop.state import StopCause
 from primer.loop.text import JSONRefused, json_problem, one_line, parse_json, safe_repr
 from primer.loop.tools import Tool, ToolRegistry
 
-from .session import Session, SessionError, Turn, new_session_id
+from .session import SESSION_CAPS, Session, SessionError, Turn, cap_problem, new_session_id
 
 FILE_NAME = "sessions.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The tables of a session store (see the module docstring).
 TABLES = frozenset({"sessions", "messages", "turns"})
 #: Seconds a save waits for another process that holds the file's write lock.
@@ -61,7 +66,7 @@ SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, system TEXT NOT NULL,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, caps TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS messages (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     position INTEGER NOT NULL, message TEXT NOT NULL,
@@ -71,6 +76,14 @@ CREATE TABLE IF NOT EXISTS turns (
     turn INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (session_id, turn));
 """
+#: Version 1 to 2: the sessions' caps.
+_ADD_CAPS = "ALTER TABLE sessions ADD COLUMN caps TEXT NOT NULL DEFAULT '{}'"
+
+
+class _Stored(enum.Enum):
+    """The default of :meth:`SessionStore.load`'s caps: the cap stored with the session."""
+
+    CAP = "the stored cap"
 
 
 @dataclass
@@ -106,7 +119,11 @@ class SessionInfo:
 
 @dataclass
 class StoredSession:
-    """A session as stored, without a model or tools: what :meth:`SessionStore.read` gives."""
+    """A session as stored, without a model or tools: what :meth:`SessionStore.read` gives.
+
+    ``caps`` maps each of :data:`~primer.harness.sessions.session.SESSION_CAPS` to its value
+    (turns; tokens; USD) or ``None`` (no cap).
+    """
 
     id: str
     system: str
@@ -114,6 +131,8 @@ class StoredSession:
     turns: list[Turn]
     created_at: float
     updated_at: float
+    caps: dict[str, float | None] = field(
+        default_factory=lambda: dict.fromkeys(SESSION_CAPS))
 
 
 class SessionStore:
@@ -150,6 +169,11 @@ class SessionStore:
                 missing = ", ".join(sorted(TABLES - tables))
                 raise SessionError(f"{self.path} has no {missing} table: the store is damaged "
                                    f"(or not a session store); nothing was changed")
+            elif not _has_caps(db):  # schema version 1: add the caps
+                db.execute("BEGIN IMMEDIATE")
+                if not _has_caps(db):  # (another process may have added them meanwhile)
+                    db.execute(_ADD_CAPS)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         #: per session id: (messages as last saved or loaded, turns saved)
         self._saved: dict[str, tuple[list[Message], int]] = {}
 
@@ -164,48 +188,61 @@ class SessionStore:
             session_id: str | None = None, system: str = "",
             config: AgentConfig | None = None,
             hooks: Hooks | Iterable[Hooks] | None = None,
+            max_turns: int | None = None, max_tokens_total: int | None = None,
             max_cost_usd: float | None = None) -> Session:
         """A new, empty session kept in this store (saved after each turn).
 
         ``session_id`` names it (default: a random ``session-...``); the other arguments
-        are :class:`~primer.harness.sessions.session.Session`'s. Raises :class:`SessionError` for an
-        id that is taken or not of the form :data:`SESSION_ID`.
+        are :class:`~primer.harness.sessions.session.Session`'s. The caps (turns; tokens;
+        USD) are stored with it. Raises :class:`SessionError` for an id that is taken or not
+        of the form :data:`SESSION_ID`, ``ValueError`` for a cap that cannot be one.
         """
         session_id = session_id or new_session_id()
         _check_id(session_id)
+        session = Session(llm, tools, system=system, config=config, hooks=hooks,
+                          session_id=session_id, store=self, max_turns=max_turns,
+                          max_tokens_total=max_tokens_total, max_cost_usd=max_cost_usd)
         now = self.clock()
         with self._db() as db:
             try:
-                db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                           (session_id, system, now, now))
+                db.execute("INSERT INTO sessions (id, system, created_at, updated_at, caps) "
+                           "VALUES (?, ?, ?, ?, ?)",
+                           (session_id, system, now, now, json.dumps(session.caps)))
             except sqlite3.IntegrityError:
                 raise SessionError(f"a session {session_id!r} is already in {self.path}; "
                                    f"load it, or choose another id") from None
         self._saved[session_id] = ([], 0)
-        return Session(llm, tools, system=system, config=config, hooks=hooks,
-                       session_id=session_id, store=self, max_cost_usd=max_cost_usd)
+        return session
 
     def load(self, session_id: str, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
              config: AgentConfig | None = None,
              hooks: Hooks | Iterable[Hooks] | None = None,
-             max_cost_usd: float | None = None) -> Session:
-        """The stored session ``session_id`` with its history, turns and system prompt,
-        ready for the next turn with model ``llm`` and ``tools``. Nothing runs. The cap
-        ``max_cost_usd`` (see :class:`~primer.harness.sessions.session.Session`) counts the
-        stored turns' spend.
+             max_turns: int | None | _Stored = _Stored.CAP,
+             max_tokens_total: int | None | _Stored = _Stored.CAP,
+             max_cost_usd: float | None | _Stored = _Stored.CAP) -> Session:
+        """The stored session ``session_id`` with its history, turns, system prompt and caps,
+        ready for the next turn with model ``llm`` and ``tools``. Nothing runs.
 
-        Raises :class:`SessionError` for an unknown id or a stored session that cannot be
-        read back (see :meth:`read`); nothing is sent to ``llm`` then.
+        A cap left out is the stored one; one given (turns; tokens; USD; ``None`` for no
+        cap) replaces it, and is stored with the next turn. Caps count the stored turns (see
+        :class:`~primer.harness.sessions.session.Session`). Raises :class:`SessionError` for
+        an unknown id or a stored session that cannot be read back (see :meth:`read`);
+        nothing is sent to ``llm`` then.
         """
         stored = self.read(session_id)
+        given = {"max_turns": max_turns, "max_tokens_total": max_tokens_total,
+                 "max_cost_usd": max_cost_usd}
+        caps = {name: stored.caps.get(name) if value is _Stored.CAP else value
+                for name, value in given.items()}
         session = Session(llm, tools, system=stored.system, config=config, hooks=hooks,
                           messages=stored.messages, turns=stored.turns, session_id=session_id,
-                          store=self, max_cost_usd=max_cost_usd)
+                          store=self, **caps)  # type: ignore[arg-type]
         self._saved[session_id] = (list(session.messages), len(session.turns))
         return session
 
     def read(self, session_id: str) -> StoredSession:
-        """The stored session ``session_id`` as data (no model needed): messages and turns.
+        """The stored session ``session_id`` as data (no model needed): messages, turns and
+        caps.
 
         Raises :class:`SessionError`, naming the session and the turn, for an unknown id or
         rows that cannot be read back: a column that is not JSON text within
@@ -234,10 +271,10 @@ class SessionStore:
 
         Messages from the first one that differs from the saved list are replaced (normally
         only new ones are added), and new turn records appended; the previous turn's record
-        is rewritten too, as a resumed turn replaces it. Raises :class:`SessionError` when
-        the session is not in this store, when another process saved turns to it since it
-        was loaded here (load it again), or when a message is not JSON; nothing is written
-        then.
+        is rewritten too, as a resumed turn replaces it, and so are the caps. Raises
+        :class:`SessionError` when the session is not in this store, when another process
+        saved turns to it since it was loaded here (load it again), or when a message is not
+        JSON; nothing is written then.
         """
         saved, saved_turns = self._saved.get(session.id, ([], None))
         if saved_turns is None:
@@ -266,8 +303,8 @@ class SessionStore:
                        (session.id, start))
             db.executemany("INSERT INTO messages VALUES (?, ?, ?)", rows)
             db.executemany("INSERT OR REPLACE INTO turns VALUES (?, ?, ?)", records)
-            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?",
-                       (self.clock(), session.id))
+            db.execute("UPDATE sessions SET updated_at = ?, caps = ? WHERE id = ?",
+                       (self.clock(), json.dumps(session.caps), session.id))
         self._saved[session.id] = (list(session.messages), len(session.turns))
 
 
@@ -329,19 +366,26 @@ def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connect
         db.close()
 
 
+def _has_caps(db: sqlite3.Connection) -> bool:
+    """Whether the store's sessions table has its ``caps`` column (schema version 2)."""
+    return any(r[1] == "caps" for r in db.execute("PRAGMA table_info(sessions)"))
+
+
 def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
-    row = db.execute("SELECT system, created_at, updated_at FROM sessions WHERE id = ?",
-                     (session_id,)).fetchone()
+    caps_column = "caps" if _has_caps(db) else "'{}'"
+    row = db.execute(f"SELECT system, created_at, updated_at, {caps_column} FROM sessions "
+                     f"WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         known = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY updated_at")]
         raise SessionError(f"no session {session_id!r} in {path}"
                            + (f"; it holds {', '.join(map(str, known))}" if known
                               else "; it is empty"))
     where = f"session {session_id!r} in {path}"
-    system, created, updated = row
+    system, created, updated, raw_caps = row
     if not isinstance(system, str) or json_problem(system, text=True):
         raise SessionError(f"{where}: its system prompt is not text; the store is damaged")
     _check_times(where, created, updated)
+    caps = _caps(where, raw_caps)
     turns = [_turn(where, record) for (record,) in db.execute(
         "SELECT record FROM turns WHERE session_id = ? ORDER BY turn", (session_id,))]
     messages = []
@@ -360,7 +404,25 @@ def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
         turn = _turn_of(int(found.group(1)), turns) if found else "its history"
         raise SessionError(f"{where}, {turn}: the Messages API would refuse this history "
                            f"({problems[0]}); the store is damaged, nothing was sent")
-    return StoredSession(session_id, system, messages, turns, float(created), float(updated))
+    return StoredSession(session_id, system, messages, turns, float(created), float(updated),
+                         caps)
+
+
+def _caps(where: str, raw: Any) -> dict[str, float | None]:
+    """A stored ``caps`` column as one value (or ``None``) per cap; :class:`SessionError`
+    for one that is not a JSON object of caps that can be."""
+    try:
+        caps = _stored_json(raw)
+    except SessionError as e:
+        raise SessionError(f"{where}: its caps column {e}; the store is damaged") from None
+    if not isinstance(caps, dict):
+        raise SessionError(f"{where}: its caps are not a JSON object; the store is damaged")
+    problems = [f"{safe_repr(k)} is not a cap" for k in caps if k not in SESSION_CAPS]
+    problems += [p for k in SESSION_CAPS if (p := cap_problem(k, caps.get(k)))]
+    if problems:
+        raise SessionError(f"{where}: its caps cannot be used ({'; '.join(problems)}); the "
+                           f"store is damaged")
+    return {k: caps.get(k) for k in SESSION_CAPS}
 
 
 def _stored_json(raw: Any) -> Any:
