@@ -20,15 +20,24 @@ choices by :mod:`primer.loop.cost`, never typed in:
 - the share of the context window a run at the step cap fills
   (:func:`~primer.course.estimates.context_budget`), against the library's default window
   (``AgentConfig().context_window``, 200,000 tokens);
-- dollars a day (:func:`~primer.course.estimates.daily_cost_usd`) and the alert thresholds a
-  design's monitoring would use.
+- dollars a day (:func:`~primer.course.estimates.daily_cost_usd`): at least (every run good),
+  at most (every failed run a runaway stopped by the design's limits: the upper bound) and
+  expected (only :data:`RUNAWAY_SHARE` of failed runs run away; the rest end after about a
+  good run's calls), and the alert thresholds a design's monitoring would use;
+- the operations figures (:class:`Operations`): a good run's seconds against the latency
+  target, the approvals a day the human queue must absorb, and the eval tasks needed before
+  launch.
 
-:meth:`SupportDesign.review` flags choices an interviewer would question. The interview
+:meth:`SupportDesign.review` judges the design's values and reasons against its own numbers:
+a limit against the sizes it states, a reason that says nothing as no reason, and a missing
+part of the worksheet named. It cannot tell whether a reason is true. The interview
 questions themselves are in :mod:`primer.course.interview_checklist`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 
 from primer.course.estimates import (
@@ -50,6 +59,23 @@ TARGET_SUCCESS = 0.9
 COMPRESS_SHARE, STOP_SHARE = 0.6, 0.8
 #: The library's default context window (tokens), which a design's window should agree with.
 DEFAULT_WINDOW = AgentConfig().context_window
+#: Of the failed runs, the share assumed to run away until the design's limits stop them
+#: (the rest end after about a good run's calls: a wrong answer, a hand-off); a design that
+#: has measured its own share sets ``SupportDesign.runaway_share``.
+RUNAWAY_SHARE = 0.25
+#: Approvals one person can absorb in a day: an 8-hour day at 2 minutes an approval.
+APPROVALS_PER_PERSON_DAY = 240
+#: An eval set before launch must measure end-to-end success within this margin (95%
+#: confidence): ``ceil(1.96² × s(1 − s) / margin²)`` tasks at the design's success ``s``.
+EVAL_MARGIN = 0.05
+#: Fewest eval tasks before launch, whatever the success rate.
+MIN_EVAL_TASKS = 30
+#: The rollout stages a design names before full traffic.
+ROLLOUT_STAGES = ("shadow", "canary")
+#: Words a reason needs beyond its field's own name and filler words to say anything.
+MIN_REASON_WORDS = 3
+_FILLER = frozenset("a an the of to for and or is it this that be as at on in by because "
+                    "so we our why not yes no".split())
 #: Alert when a day's mean tokens per task passes this multiple of the expected figure.
 TOKENS_ALERT_MULTIPLE = 1.5
 #: Alert when the share of runs ending on a limit passes this multiple of the expected
@@ -68,14 +94,21 @@ class ToolPlan:
     """One tool of the design: its ``name``, what it is for, and how it is guarded.
 
     ``side_effecting``: it changes the world (a refund, an email), so a retry needs an
-    idempotency key and a timeout is never retried blindly. ``needs_approval``: the harness
-    pauses for a person before it runs.
+    idempotency key (``idempotency_key``: the tool takes one) and a timeout is never retried
+    blindly. ``needs_approval``: the harness pauses for a person before it runs.
+    ``approval_reason``: why a person must approve it, or, for a side effect that runs
+    without one, why none is needed (e.g. a refund under the authority limit, with an
+    idempotency key, that finance can reverse). ``personal_data``: what it returns is about
+    a customer (an order, an address), so the customer must come from the session.
     """
 
     name: str
     purpose: str
     side_effecting: bool = False
     needs_approval: bool = False
+    idempotency_key: bool = False
+    approval_reason: str = ""
+    personal_data: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,10 +124,12 @@ class Safeguards:
       session, checked inside the tools, never from the model's tool input (which a
       customer's text can steer).
     - ``refund_limit``: the agent's authority, in the order's currency: a refund above it is
-      handed to a person (``None``: no limit).
+      handed to a person (``None``: no limit). ``largest_order``: the largest order the
+      agent will see, same currency; a limit at or above it never binds.
     - ``redact_personal_data``: names, emails, addresses and payment details are masked
       before traces and exports are stored (the library's ``redact`` removes secrets such
-      as API keys, not personal data); ``trace_retention_days``: how long traces are kept.
+      as API keys, not personal data); ``trace_retention_days``: how long traces are kept;
+      ``retention_policy_days``: the longest the company's data policy allows.
     - ``alerts``: the monitored figures with an alert, from ``"tokens_per_task"``,
       ``"stop_causes"`` (share of runs ending on a limit), ``"cost_per_day"``,
       ``"handoffs"``, ``"tool_errors"``.
@@ -105,10 +140,58 @@ class Safeguards:
     customer_text_is_data: bool = False
     identity_from_session: bool = False
     refund_limit: float | None = None
+    largest_order: float | None = None
     redact_personal_data: bool = False
     trace_retention_days: int | None = None
+    retention_policy_days: int | None = None
     alerts: tuple[str, ...] = ()
     on_call_sees: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Operations:
+    """How the design runs in production: latency, session caps, the approval queue, evals,
+    rollout and the kill switch (``None``, ``0`` or ``""``: not stated).
+
+    - ``latency_target_s``: seconds from the customer's message to the answer;
+      ``seconds_per_call``: one model call with its tools (measured or stated);
+      ``tool_timeout_s``: the longest a tool call may take before it is an error.
+    - ``session_max_turns``, ``session_max_usd``: the caps on one conversation (turns,
+      dollars), beside the per-run limits.
+    - ``approval_share``: share of tasks (0..1) that wait for a person's approval;
+      ``approvers``: people on the approval queue on a day.
+    - ``eval_tasks``: fixed tasks run before launch; ``regression_gate``: what blocks a
+      release (text).
+    - ``rollout``: the stages before full traffic, from :data:`ROLLOUT_STAGES`;
+      ``kill_switch``: how the agent is turned off in one step and who takes its chats.
+    """
+
+    latency_target_s: float | None = None
+    seconds_per_call: float | None = None
+    tool_timeout_s: float | None = None
+    session_max_turns: int | None = None
+    session_max_usd: float | None = None
+    approval_share: float | None = None
+    approvers: int = 0
+    eval_tasks: int = 0
+    regression_gate: str = ""
+    rollout: tuple[str, ...] = ()
+    kill_switch: str = ""
+
+
+def _said(value: float | None, unit: str) -> str:
+    return "not stated" if value is None else f"{value:,g}{unit}"
+
+
+def says_nothing(reason: str, name: str = "") -> bool:
+    """Whether ``reason`` (a design's stated reason for the field ``name``) says nothing:
+    empty, punctuation, a repeat of the field's name, or fewer than
+    :data:`MIN_REASON_WORDS` words beyond the name and filler words ("a", "the", "why").
+    A reason with enough words passes, true or not."""
+    own = set(re.findall(r"[a-z0-9]+", name.lower().replace("_", " ")))
+    words = [w for w in re.findall(r"[a-z0-9]+", reason.lower())
+             if w not in own and w not in _FILLER]
+    return len(words) < MIN_REASON_WORDS
 
 
 #: The alerts :class:`Safeguards` knows.
@@ -132,14 +215,23 @@ class DesignNumbers:
     ``input_tokens_at_cap``: a run that uses every step, whatever the budget.
     ``end_to_end_success`` is ``per_step_success ** good_run_steps``; ``per_step_needed``
     the per-step rate for :data:`TARGET_SUCCESS`; ``context_share_at_cap`` the window share
-    the last call of a capped run needs. Per task: ``expected_cost_per_task_usd`` =
-    ``s × good run + (1 − s) × failed run`` with ``s`` = ``end_to_end_success`` (and
-    ``expected_tokens_per_task`` likewise). A day of ``tasks_per_day``: ``daily_cost_usd``
+    the last call of a capped run needs.
+
+    Per task, with ``s`` = ``end_to_end_success``: ``upper_cost_per_task_usd`` =
+    ``s × good run + (1 − s) × failed run``, every failed task priced as a runaway the limits
+    stop (the upper bound; ``upper_tokens_per_task`` likewise). ``expected_cost_per_task_usd``
+    assumes only ``runaway_share`` (default :data:`RUNAWAY_SHARE`) of failed tasks run away
+    and the rest cost about a good run: ``s × good + (1 − s) × (r × failed + (1 − r) × good)``
+    (``expected_tokens_per_task`` likewise). A day of ``tasks_per_day``: ``daily_cost_usd``
     (good runs, uncached), ``cached_daily_cost_usd`` (good runs, cached: the lower bound),
-    ``expected_daily_cost_usd`` and ``cached_expected_daily_cost_usd``. Alerts:
+    ``expected_daily_cost_usd`` / ``cached_expected_daily_cost_usd`` and
+    ``upper_daily_cost_usd`` / ``cached_upper_daily_cost_usd``. Alerts:
     ``alert_tokens_per_task`` (:data:`TOKENS_ALERT_MULTIPLE` × the expected tokens) and
     ``alert_limit_share`` (:data:`STOP_CAUSE_ALERT_MULTIPLE` × the expected failure share,
-    at most 1).
+    at most 1). Operations: ``approvals_per_day`` (``tasks_per_day × approval_share``, 0 when
+    not stated), ``good_run_seconds`` (``good_run_steps × seconds_per_call``, ``None`` when
+    not stated) and ``eval_tasks_needed`` (see :data:`EVAL_MARGIN`; at least
+    :data:`MIN_EVAL_TASKS`).
     """
 
     cost_per_task_usd: float
@@ -156,14 +248,21 @@ class DesignNumbers:
     end_to_end_success: float
     per_step_needed: float
     context_share_at_cap: float
+    upper_cost_per_task_usd: float
+    upper_tokens_per_task: float
     expected_cost_per_task_usd: float
     expected_tokens_per_task: float
     daily_cost_usd: float
     cached_daily_cost_usd: float
+    upper_daily_cost_usd: float
+    cached_upper_daily_cost_usd: float
     expected_daily_cost_usd: float
     cached_expected_daily_cost_usd: float
     alert_tokens_per_task: int
     alert_limit_share: float
+    approvals_per_day: float
+    good_run_seconds: float | None
+    eval_tasks_needed: int
 
 
 @dataclass(frozen=True)
@@ -183,8 +282,14 @@ class SupportDesign:
       design round quotes the list prices of the model you choose (3 / 15 is
       ``claude-sonnet-4-6``'s), not the course's 5 / 25 reference prices. ``context_window``:
       tokens, default the library's (:data:`DEFAULT_WINDOW`); ``tasks_per_day``.
-    - ``reasons``: why each limit was chosen, keyed ``"max_steps"``, ``"token_budget"``.
-    - ``safeguards``: the security and operations half (:class:`Safeguards`).
+    - ``reasons``: why each limit was chosen, keyed ``"max_steps"``, ``"token_budget"``,
+      ``"refund_limit"`` (when there is one), ``"context_window"`` (when not the default).
+    - ``measured_tokens_per_task``: tokens a good task took when measured (an eval run), or
+      ``None``; the budget is judged against it as well as against the design's sizes.
+    - ``runaway_share``: of the failed runs, the share that runs until the limits stop it
+      (default :data:`RUNAWAY_SHARE`), for the expected cost.
+    - ``safeguards``: the security half (:class:`Safeguards`); ``operations``: latency,
+      session caps, the approval queue, evals, rollout, kill switch (:class:`Operations`).
 
     - ``min_cacheable_tokens``: the model's minimum cacheable prompt length, default
       ``claude-sonnet-4-6``'s 2,048 (:data:`~primer.providers.claude.MIN_CACHEABLE_TOKENS`).
@@ -211,7 +316,10 @@ class SupportDesign:
     tasks_per_day: int = 10_000
     min_cacheable_tokens: int = MIN_CACHEABLE_TOKENS[DEFAULT_MODEL]
     reasons: dict[str, str] = field(default_factory=dict)
+    measured_tokens_per_task: int | None = None
+    runaway_share: float = RUNAWAY_SHARE
     safeguards: Safeguards = field(default_factory=Safeguards)
+    operations: Operations = field(default_factory=Operations)
 
     def __post_init__(self) -> None:
         problems = [f"{k} must be >= 1 (got {v})" for k, v in
@@ -225,9 +333,16 @@ class SupportDesign:
                       ("output_tokens_per_call", self.output_tokens_per_call),
                       ("tasks_per_day", self.tasks_per_day),
                       ("min_cacheable_tokens", self.min_cacheable_tokens)) if v < 0]
-        if not 0 <= self.per_step_success <= 1:
-            problems.append(f"per_step_success must be a probability between 0 and 1 (got "
-                            f"{self.per_step_success}); write 97% as 0.97")
+        for k, p in (("per_step_success", self.per_step_success),
+                     ("runaway_share", self.runaway_share),
+                     ("approval_share", self.operations.approval_share)):
+            if p is not None and not 0 <= p <= 1:
+                problems.append(f"{k} must be a probability between 0 and 1 (got {p}); "
+                                f"write 97% as 0.97")
+        unknown = [r for r in self.operations.rollout if r not in ROLLOUT_STAGES]
+        if unknown:
+            problems.append(f"unknown rollout stage {unknown[0]!r}; use "
+                            f"{', '.join(ROLLOUT_STAGES)}")
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             problems.append(f"tool names must be unique (got {names})")
@@ -292,9 +407,16 @@ class SupportDesign:
         cached_failed_usd = run_cost_usd(self._usages(calls, cache=True), self.prices)
         cap = self._usages(self.max_steps)
         success = end_to_end_success(self.per_step_success, self.good_run_steps)
-        expected = success * usd + (1 - success) * failed_usd
-        cached_expected = success * cached_usd + (1 - success) * cached_failed_usd
-        expected_tokens = success * tokens + (1 - success) * failed_tokens
+        r = self.runaway_share
+        upper = success * usd + (1 - success) * failed_usd
+        cached_upper = success * cached_usd + (1 - success) * cached_failed_usd
+        upper_tokens = success * tokens + (1 - success) * failed_tokens
+        expected = success * usd + (1 - success) * (r * failed_usd + (1 - r) * usd)
+        cached_expected = success * cached_usd + (1 - success) * (
+            r * cached_failed_usd + (1 - r) * cached_usd)
+        expected_tokens = success * tokens + (1 - success) * (
+            r * failed_tokens + (1 - r) * tokens)
+        ops = self.operations
         last_call = context_budget(self.max_steps - 1, static=self.static_tokens,
                                    tool_definitions=self.tool_definition_tokens,
                                    per_step=self.tokens_per_step,
@@ -312,33 +434,52 @@ class SupportDesign:
             end_to_end_success=success,
             per_step_needed=per_step_success_needed(TARGET_SUCCESS, self.good_run_steps),
             context_share_at_cap=last_call.share,
+            upper_cost_per_task_usd=upper, upper_tokens_per_task=upper_tokens,
             expected_cost_per_task_usd=expected, expected_tokens_per_task=expected_tokens,
             daily_cost_usd=daily_cost_usd(usd, self.tasks_per_day),
             cached_daily_cost_usd=daily_cost_usd(cached_usd, self.tasks_per_day),
+            upper_daily_cost_usd=daily_cost_usd(upper, self.tasks_per_day),
+            cached_upper_daily_cost_usd=daily_cost_usd(cached_upper, self.tasks_per_day),
             expected_daily_cost_usd=daily_cost_usd(expected, self.tasks_per_day),
             cached_expected_daily_cost_usd=daily_cost_usd(cached_expected,
                                                           self.tasks_per_day),
             alert_tokens_per_task=round(TOKENS_ALERT_MULTIPLE * expected_tokens),
-            alert_limit_share=min(1.0, STOP_CAUSE_ALERT_MULTIPLE * (1 - success)))
+            alert_limit_share=min(1.0, STOP_CAUSE_ALERT_MULTIPLE * (1 - success)),
+            approvals_per_day=self.tasks_per_day * (ops.approval_share or 0.0),
+            good_run_seconds=(None if ops.seconds_per_call is None
+                              else self.good_run_steps * ops.seconds_per_call),
+            eval_tasks_needed=max(MIN_EVAL_TASKS, math.ceil(
+                1.96 ** 2 * success * (1 - success) / EVAL_MARGIN ** 2)))
 
     def review(self) -> list[str]:
         """What an interviewer would question in this design, one sentence each ([] = none).
 
-        Rules (the course's): side-effecting tools need an idempotency key and usually
-        approval; a person must be able to take over; cap steps near twice a good run (more
-        than three times lets a runaway run cost far more than a good one); a token budget
-        between a good run's tokens and the cap's; compress history past 60% of the window,
-        stop past 80%; end-to-end success of at least 90%; a reason for every limit; the
-        window of the library the design runs on (or a reason); then the security and
-        operations half (:meth:`safeguard_review`).
+        Rules (the course's): side-effecting tools take an idempotency key; every gate and
+        every side effect without one has a reason (:attr:`ToolPlan.approval_reason`); a
+        person must be able to take over; cap steps near twice a good run (more than three
+        times lets a runaway run cost far more than a good one); a token budget between a
+        good run's tokens (computed and measured) and the cap's; compress history past 60% of
+        the window, stop past 80%; end-to-end success of at least 90%; a reason for every
+        limit (one that says nothing, :func:`says_nothing`, is none); the window of the
+        library the design runs on (or a reason); then the security half
+        (:meth:`safeguard_review`) and operations (:meth:`operations_review`). The review
+        judges numbers and whether a reason says something, never whether it is true.
         """
         n = self.numbers()
         notes = []
         for t in self.tools:
-            if t.side_effecting and not t.needs_approval:
-                notes.append(f"{t.name} changes the world and runs without approval: give it "
-                             f"an idempotency key, never retry its timeouts blindly, and say "
-                             f"why no person needs to approve it.")
+            if t.side_effecting and not t.idempotency_key:
+                notes.append(f"Idempotency: {t.name} changes the world but takes no "
+                             f"idempotency key: a retry after a timeout can do it twice.")
+            if t.side_effecting and not t.needs_approval and says_nothing(
+                    t.approval_reason, t.name):
+                notes.append(f"{t.name} changes the world and runs without approval: say why "
+                             f"no person needs to approve it (approval_reason), e.g. the "
+                             f"limit it runs under and how a wrong one is undone.")
+            if t.needs_approval and t.side_effecting and says_nothing(
+                    t.approval_reason, t.name):
+                notes.append(f"{t.name} waits for a person: say why (approval_reason); a gate "
+                             f"with no reason is one nobody can decide to remove.")
             if t.needs_approval and not t.side_effecting:
                 notes.append(f"{t.name} only reads, yet needs approval: every run waits for "
                              f"a person for nothing.")
@@ -353,9 +494,14 @@ class SupportDesign:
                          f"({self.good_run_steps}): a runaway run costs "
                          f"{n.cost_at_cap_usd / n.cost_per_task_usd:.1f}× a good one "
                          f"before it stops.")
+        measured = self.measured_tokens_per_task
         if self.token_budget < n.tokens_per_task:
             notes.append(f"token_budget {self.token_budget:,} is below a good run's "
                          f"{n.tokens_per_task:,} tokens: good runs would stop on the budget.")
+        elif measured is not None and self.token_budget < measured:
+            notes.append(f"token_budget {self.token_budget:,} is below the {measured:,} "
+                         f"tokens a good task measured: good runs would stop on the budget "
+                         f"(the design's sizes say {n.tokens_per_task:,}; fix them).")
         elif n.failed_run_stop_cause == "max_steps":
             notes.append(f"token_budget {self.token_budget:,} is above the {n.tokens_at_cap:,} "
                          f"tokens of a run at the step cap: it never binds while steps stay "
@@ -371,24 +517,30 @@ class SupportDesign:
                          f"{self.per_step_success:.0%} a step over {self.good_run_steps} steps; "
                          f"{TARGET_SUCCESS:.0%} needs {n.per_step_needed:.1%} a step, or a "
                          f"shorter chain with checks between steps.")
-        for limit in ("max_steps", "token_budget"):
-            if not self.reasons.get(limit, "").strip():
-                notes.append(f"Give a reason for {limit}: interviewers ask why this number.")
-        if self.context_window != DEFAULT_WINDOW and not self.reasons.get(
-                "context_window", "").strip():
+        limits = ("max_steps", "token_budget") + (
+            ("refund_limit",) if self.safeguards.refund_limit is not None else ())
+        for limit in limits:
+            if says_nothing(self.reasons.get(limit, ""), limit):
+                said = self.reasons.get(limit, "").strip()
+                notes.append(f"Give a reason for {limit}: interviewers ask why this number"
+                             + (f" ({said!r} says nothing)." if said else "."))
+        if self.context_window != DEFAULT_WINDOW and says_nothing(
+                self.reasons.get("context_window", ""), "context_window"):
             notes.append(f"context_window {self.context_window:,} differs from the "
                          f"library's {DEFAULT_WINDOW:,}-token default: set the same window "
                          f"in AgentConfig, or give a reason (key 'context_window').")
-        return notes + self.safeguard_review()
+        return notes + self.safeguard_review() + self.operations_review()
 
     def safeguard_review(self) -> list[str]:
         """What an interviewer would question in the security and operations half.
 
         Rules: a customer's text must never be what stands between it and a side effect
-        (prompt injection); the customer's identity comes from the session; the agent's
-        authority has a limit, handed to a person above it; personal data is masked in
-        traces and kept for a stated time; tokens per task and stop causes are alerted on;
-        on-call sees at least the trace and the stop cause.
+        (prompt injection); the customer's identity comes from the session, for tools that
+        act and for tools that return personal data; the agent's authority has a limit
+        below the largest order the design states, handed to a person above it; personal
+        data is masked in traces and kept for a stated time within the stated policy;
+        tokens per task and stop causes are alerted on; on-call sees at least the trace and
+        the stop cause.
         """
         g, n = self.safeguards, self.numbers()
         acting = [t.name for t in self.tools if t.side_effecting]
@@ -405,13 +557,27 @@ class SupportDesign:
                          f"Treat customer text as data; let only the harness's gates "
                          f"(approval, limits, the session's customer) decide whether "
                          f"{acting[0]} runs, never a line in the system prompt.")
+        personal = [t.name for t in self.tools if t.personal_data and not t.side_effecting]
         if acting and not g.identity_from_session:
             notes.append("Identity: take the customer from the authenticated session and "
                          "check it inside each tool; an order id in the model's tool input "
                          "can belong to someone else.")
+        elif personal and not g.identity_from_session:
+            notes.append(f"Identity: {personal[0]} returns personal data for whatever id the "
+                         f"model passes, and a customer can ask for someone else's; take the "
+                         f"customer from the authenticated session and check it inside the "
+                         f"tool.")
         if acting and g.refund_limit is None:
             notes.append(f"Authority: set the largest amount {acting[0]} may move without a "
                          f"person; above it, call {HANDOFF_TOOL_NAME}.")
+        elif g.refund_limit is not None and g.largest_order is None:
+            notes.append(f"Authority: state the order sizes (largest_order), so the refund "
+                         f"limit of {g.refund_limit:,g} can be judged against them.")
+        elif g.refund_limit is not None and g.largest_order is not None \
+                and g.refund_limit >= g.largest_order:
+            notes.append(f"Authority: the refund limit of {g.refund_limit:,g} is at or above "
+                         f"the largest order, {g.largest_order:,g}: it never binds, so no "
+                         f"refund ever reaches a person.")
         if not g.redact_personal_data:
             notes.append("Personal data: traces hold the customer's messages and tool "
                          "results; mask names, emails, addresses and payment details before "
@@ -419,6 +585,12 @@ class SupportDesign:
                          "only).")
         elif g.trace_retention_days is None:
             notes.append("Personal data: say how long traces are kept (trace_retention_days).")
+        elif g.retention_policy_days is None:
+            notes.append(f"Personal data: traces are kept {g.trace_retention_days:,} days; "
+                         f"state the data policy they answer to (retention_policy_days).")
+        elif g.trace_retention_days > g.retention_policy_days:
+            notes.append(f"Personal data: traces are kept {g.trace_retention_days:,} days, "
+                         f"past the {g.retention_policy_days:,}-day data policy.")
         if "tokens_per_task" not in g.alerts:
             notes.append(f"Monitoring: alert on tokens per task (say, above "
                          f"{n.alert_tokens_per_task:,}, {TOKENS_ALERT_MULTIPLE:g}× the "
@@ -435,13 +607,80 @@ class SupportDesign:
                          f"the final answer alone cannot say why a run failed.")
         return notes
 
+    def operations_review(self) -> list[str]:
+        """What an interviewer would question in how the design runs (:class:`Operations`).
+
+        Rules: a latency target a good run meets at the stated seconds a call, and a tool
+        timeout shorter than the target; a cap on a session's turns and dollars, at least
+        one good task's cost; with approval gates, the share of tasks that wait and people
+        enough to absorb them (:data:`APPROVALS_PER_PERSON_DAY` each); evals before launch
+        (enough tasks to measure success within :data:`EVAL_MARGIN`) and a regression gate;
+        a shadow stage and a canary; a kill switch. A missing part is named.
+        """
+        o, n = self.operations, self.numbers()
+        notes = []
+        if o.latency_target_s is None or o.seconds_per_call is None:
+            notes.append("Latency: state a latency target and the seconds a model call with "
+                         "its tools takes (seconds_per_call), so the target can be checked.")
+        elif n.good_run_seconds is not None and n.good_run_seconds > o.latency_target_s:
+            notes.append(f"Latency: a good run's {self.good_run_steps} calls at "
+                         f"{o.seconds_per_call:g} s take {n.good_run_seconds:g} s, past the "
+                         f"{o.latency_target_s:g} s target.")
+        if o.tool_timeout_s is None:
+            notes.append("Timeouts: give tool calls a timeout; a hung tool holds the run and "
+                         "the customer.")
+        elif o.latency_target_s is not None and o.tool_timeout_s >= o.latency_target_s:
+            notes.append(f"Timeouts: a tool timeout of {o.tool_timeout_s:g} s is no shorter "
+                         f"than the whole {o.latency_target_s:g} s latency target.")
+        if o.session_max_turns is None or o.session_max_usd is None:
+            notes.append("Session cap: cap a conversation's turns and dollars "
+                         "(session_max_turns, session_max_usd); each run's limits do not "
+                         "bound a chat that goes on.")
+        elif o.session_max_usd < n.cost_per_task_usd:
+            notes.append(f"Session cap: {o.session_max_usd:g} USD is below one good task's "
+                         f"{n.cost_per_task_usd:.2f} USD; the first turn would hit it.")
+        gated = [t.name for t in self.tools if t.needs_approval]
+        if gated and o.approval_share is None:
+            notes.append(f"Approval queue: state the share of tasks that wait for a person "
+                         f"({gated[0]}), so the queue's daily load can be computed.")
+        elif gated and o.approvers < 1:
+            notes.append(f"Approval queue: {n.approvals_per_day:,.0f} approvals a day and "
+                         f"nobody named to absorb them (approvers).")
+        elif gated and n.approvals_per_day / o.approvers > APPROVALS_PER_PERSON_DAY:
+            notes.append(f"Approval queue: {n.approvals_per_day:,.0f} approvals a day over "
+                         f"{o.approvers} people is {n.approvals_per_day / o.approvers:,.0f} "
+                         f"each, above the {APPROVALS_PER_PERSON_DAY} a person can absorb.")
+        if o.eval_tasks < n.eval_tasks_needed:
+            notes.append(f"Evals: {o.eval_tasks} eval tasks before launch; measuring "
+                         f"{n.end_to_end_success:.0%} success within "
+                         f"{EVAL_MARGIN:.0%} needs {n.eval_tasks_needed}.")
+        if says_nothing(o.regression_gate, "regression_gate"):
+            notes.append("Regression gate: say what blocks a release (e.g. the eval set's "
+                         "success below the last release's).")
+        for stage in ROLLOUT_STAGES:
+            if stage not in o.rollout:
+                notes.append(f"Rollout: no {stage} stage" + (
+                    " (the agent runs on real chats, its answers not sent, and is "
+                    "compared with the people's)." if stage == "shadow" else
+                    " (a small share of traffic first, with a rollback threshold)."))
+        if says_nothing(o.kill_switch, "kill_switch"):
+            notes.append("Kill switch: say how the agent is turned off in one step and who "
+                         "takes its chats.")
+        return notes
+
     def worksheet(self) -> str:
-        """The design on one page: tools, limits with reasons, numbers, safeguards, review."""
-        n, g = self.numbers(), self.safeguards
+        """The design on one page: tools, limits with reasons, numbers, safeguards,
+        operations, review. The day's cost is printed three ways: at least (good runs,
+        cached), expected (:data:`RUNAWAY_SHARE` of failures run away) and at most (every
+        failure runs away: the upper bound)."""
+        n, g, o = self.numbers(), self.safeguards, self.operations
         width = max(len(t.name) for t in self.tools) if self.tools else 4
-        lines = ["TOOLS", f"  {'name':<{width}}  side-effecting  approval  purpose"]
+        lines = ["TOOLS", f"  {'name':<{width}}  side-effecting  approval  key  purpose"]
         lines += [f"  {t.name:<{width}}  {'yes' if t.side_effecting else 'no':<14}  "
-                  f"{'yes' if t.needs_approval else 'no':<8}  {t.purpose}" for t in self.tools]
+                  f"{'yes' if t.needs_approval else 'no':<8}  "
+                  f"{'yes' if t.idempotency_key else 'no':<3}  {t.purpose}"
+                  + (f" (why: {t.approval_reason})" if t.approval_reason else "")
+                  for t in self.tools]
         lines += ["", "LIMITS",
                   f"  max_steps     {self.max_steps:>8,}   {self.reasons.get('max_steps', '')}",
                   f"  token_budget  {self.token_budget:>8,}   "
@@ -470,22 +709,42 @@ class SupportDesign:
                   f"  a day of {self.tasks_per_day:,} tasks: at least "
                   f"{n.cached_daily_cost_usd:,.2f} USD (good runs, cached); expected "
                   f"{n.cached_expected_daily_cost_usd:,.2f} cached, "
-                  f"{n.expected_daily_cost_usd:,.2f} uncached",
+                  f"{n.expected_daily_cost_usd:,.2f} uncached (if "
+                  f"{self.runaway_share:.0%} of failed runs run away); at most "
+                  f"{n.cached_upper_daily_cost_usd:,.2f} cached, "
+                  f"{n.upper_daily_cost_usd:,.2f} uncached (every failed run stopped by the "
+                  f"limits)",
                   "", "SECURITY AND OPERATIONS",
                   f"  customer text is data, not instructions: "
                   f"{'yes' if g.customer_text_is_data else 'no'}",
                   f"  customer identity from the session:      "
                   f"{'yes' if g.identity_from_session else 'no'}",
                   f"  refund limit (the agent's authority):    "
-                  f"{'none' if g.refund_limit is None else f'{g.refund_limit:,g}'}",
+                  f"{'none' if g.refund_limit is None else f'{g.refund_limit:,g}'}"
+                  + (f" (largest order {g.largest_order:,g})" if g.largest_order is not None
+                     else ""),
                   f"  personal data masked in traces:          "
                   f"{'yes' if g.redact_personal_data else 'no'}"
                   + (f", kept {g.trace_retention_days} days" if g.trace_retention_days
+                     else "")
+                  + (f" (policy {g.retention_policy_days})" if g.retention_policy_days
                      else ""),
                   f"  alerts: {', '.join(g.alerts) or 'none'} (tokens per task above "
                   f"{n.alert_tokens_per_task:,}; limit stops above {n.alert_limit_share:.0%} "
                   f"of runs)",
                   f"  on-call sees: {', '.join(g.on_call_sees) or 'nothing'}",
+                  "", "OPERATIONS",
+                  f"  latency: target {_said(o.latency_target_s, ' s')}, a good run "
+                  f"{_said(n.good_run_seconds, ' s')}; tool timeout "
+                  f"{_said(o.tool_timeout_s, ' s')}",
+                  f"  session cap: {_said(o.session_max_turns, ' turns')}, "
+                  f"{_said(o.session_max_usd, ' USD')}",
+                  f"  approval queue: {n.approvals_per_day:,.0f} a day for "
+                  f"{o.approvers} people ({APPROVALS_PER_PERSON_DAY} each at most)",
+                  f"  evals before launch: {o.eval_tasks} tasks ({n.eval_tasks_needed} "
+                  f"needed); regression gate: {o.regression_gate or 'not stated'}",
+                  f"  rollout: {', '.join(o.rollout) or 'not stated'}; kill switch: "
+                  f"{o.kill_switch or 'not stated'}",
                   "", "REVIEW"]
         notes = self.review()
         lines += [f"  - {note}" for note in notes] or ["  nothing to question"]
