@@ -7,17 +7,21 @@ the last ones run the course's real order-A123 demos.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import primer.scenarios as scenarios
-from primer.__main__ import main
+from primer.__main__ import main, missing_packages_line
+from primer.commands.hints import interpreter
 from primer.loop.config import AgentConfig
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.tools import tool
 from primer.scenarios import Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @tool
@@ -196,5 +200,37 @@ def test_no_command_prints_a_hint_then_the_help_and_exits_2(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     first, rest = err.split("\n", 1)
-    assert first == "python -m primer: choose a command, e.g. python -m primer demo orders"
-    assert rest.startswith("usage: python -m primer")
+    assert first == (f"python -m primer: choose a command, e.g. {interpreter()} -m primer "
+                     f"demo orders")
+    assert rest.startswith(f"usage: {interpreter()} -m primer")
+
+
+def test_hints_name_the_command_as_typed_here(fake_demos, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
+    assert main(["demo", "nope"]) == 2
+    assert "Run `.venv/bin/python -m primer demo --list` for" in capsys.readouterr().err
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "e.g. .venv/bin/python -m primer demo orders\nusage: .venv/bin/python -m primer" in err
+
+
+# ---------------------------------------------------------------- a Python without the packages
+
+def test_a_python_without_the_course_packages_prints_one_line_naming_the_command():
+    # -S: no site-packages, as with a system python3 run from the checkout
+    done = subprocess.run([sys.executable, "-S", "-m", "primer", "demo", "--list"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "lacks the course's packages (no module named" in lines[0]
+    assert lines[0].endswith("run it with the course's environment: "
+                             ".venv/bin/python -m primer demo --list (`make lab` sets it up)")
+
+
+def test_the_missing_packages_line_names_the_venv_by_its_full_path_from_elsewhere(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = missing_packages_line("fastjsonschema", ["sessions", "show", "my dir", "x"])
+    assert f"{ROOT / '.venv' / 'bin' / 'python'} -m primer sessions show 'my dir' x" in line

@@ -183,7 +183,7 @@ def run_resume(args: argparse.Namespace) -> int:
     name = args.scenario or recorded
     if name is None:
         print(f"resume: {args.checkpoint} does not record which demo started the run; pass "
-              f"--scenario NAME (see `python -m primer demo --list`).", file=sys.stderr)
+              f"--scenario NAME (see `{primer_command('demo', '--list')}`).", file=sys.stderr)
         return USAGE_ERROR
     try:
         scenario = get_demo(name)

@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--list", action="store_true", help="list the demos and exit")
     p.add_argument("--trace", metavar="FILE",
                    help="record the run as a JSON Lines trace in FILE (read it with "
-                        "`python -m primer trace show FILE`)")
+                        f"`{primer_command('trace', 'show', 'FILE')}`)")
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="save a checkpoint in DIR when the run pauses for approval, so a "
                         "person can approve it and another process can resume it")
@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenario = get_demo(args.name)
     except KeyError as e:
-        print(f"demo: {e.args[0]}. Run `python -m primer demo --list` for descriptions.",
+        print(f"demo: {e.args[0]}. Run `{primer_command('demo', '--list')}` for "
+              f"descriptions.",
               file=sys.stderr)
         return USAGE_ERROR
     problem = ((args.trace and output_file_problem(args.trace, "--trace"))
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         from primer.providers.claude import NO_KEY_HELP, ClaudeLLM, has_api_key
 
         if not has_api_key():
-            print(f"demo --claude: {NO_KEY_HELP}\nOffline: python -m primer demo "
-                  f"{scenario.name}", file=sys.stderr)
+            print(f"demo --claude: {NO_KEY_HELP}\nOffline: "
+                  f"{primer_command('demo', scenario.name)}", file=sys.stderr)
             return USAGE_ERROR
         llm = ClaudeLLM()
         print(f"(running against Claude: {llm.model})", file=sys.stderr)
