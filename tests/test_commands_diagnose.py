@@ -22,10 +22,10 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_a_healthy_trace_exits_0_with_a_healthy_verdict():
+def test_a_healthy_trace_exits_0_saying_no_known_failure_mode_was_found():
     code, out, _ = run(str(gallery_path("healthy-pto")))
     assert code == 0
-    assert out.splitlines()[-1].startswith("verdict: healthy")
+    assert out.splitlines()[-1].startswith("verdict: no known failure mode found")
 
 
 def test_a_stuck_trace_exits_1_with_one_line_per_finding_then_the_verdict():

@@ -6,7 +6,10 @@ optional per-call ``usage``, ``system`` and ``tools``). Prints one line per fail
 found (the calls, the evidence, the guard and what it would have saved) and a verdict; see
 :mod:`primer.harness.tracing.diagnosis`. ``--json`` prints the same as JSON.
 ``python -m primer diagnose --gallery`` lists the exercise traces shipped with the package;
-``diagnose --gallery NAME`` diagnoses one of them.
+``diagnose --gallery NAME`` diagnoses one of them. ``diagnose --score`` diagnoses every
+conversation of ``primer/data/diagnose_gallery/`` (made outside the course, each with the
+verdict a person gave it) and prints each result, then precision and recall
+(:mod:`primer.harness.tracing.gallery_score`); it exits 1 when a healthy one is flagged.
 
 Exit codes: 0 nothing found; 1 something found; 2 the file (or gallery name) cannot be
 used, with one line saying why.
@@ -36,6 +39,9 @@ def register(subparsers: Any) -> None:
                         "its own; default 200,000)")
     p.add_argument("--gallery", nargs="?", const="", metavar="NAME",
                    help="list the exercise traces shipped with primer, or diagnose one")
+    p.add_argument("--score", action="store_true",
+                   help="diagnose the gallery of outside conversations and print precision "
+                        "and recall")
     p.set_defaults(func=run)
 
 
@@ -45,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from primer.harness.tracing.trace import TraceError
     from primer.scenarios.gallery import GALLERY, gallery_path
 
+    if args.score:
+        from primer.harness.tracing.gallery_score import score_gallery
+
+        score = score_gallery()
+        print(score.report())
+        return 1 if score.healthy_flagged else 0
     if args.gallery == "" and not args.file:
         width = max(len(n) for n in GALLERY)
         for name, entry in GALLERY.items():

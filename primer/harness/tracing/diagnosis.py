@@ -30,10 +30,29 @@ The failure modes (:class:`FailureMode`), each defined narrowly so a healthy run
     a call to a tool the run did not offer, or input that fails the tool's
     ``input_schema`` and was run anyway (a call the harness answered with a validation error
     is the guard working, not a failure).
+``alternation``
+    at least :data:`ALTERNATION_MIN_CALLS` tool calls in a row cycling between two tools,
+    the inputs changing, and no result in that stretch new: each is empty, an error, or one
+    that tool already returned. Guard: none of ours counts it; cap the tool calls of a run.
+``rate_limited``
+    at least :data:`RATE_LIMIT_MIN` results that read as a rate limit (HTTP 429, "rate
+    limit", "Too Many Requests", "retry after"), each followed by another call.
+``errors_as_text``
+    ``no_progress_window`` results in a row that read as errors ("Error: ...", an
+    ``{"error": ...}`` object, a status of 400 or more) though none is marked ``is_error``,
+    so a loop that counts ``is_error`` never stops on them.
+``empty_results``
+    :data:`EMPTY_MIN` successful results in a row that are empty (``{"orders": []}``,
+    ``[]``, "no results") with nothing found after them, in a run that ends without an
+    answer (or twice that many in a row before one).
 ``silent_wrong_answer``
-    a final answer stating a number (not part of a name such as ``A123`` or a date) that
-    no successful tool result, the task, another user message or the system prompt contains
-    (values compared, so ``5,900`` matches ``5900.0``).
+    a final answer stating a number (not part of a name such as ``A123``) or a date that
+    no successful tool result, the task, another user message or the system prompt contains.
+    Values are compared, not text: ``5,900`` matches ``5900.0``, ``4 March 2026`` matches
+    ``2026-03-04``; so does a value the answer derived in one step: a unit change (×/÷ 60,
+    100, 1,000, 3,600, 24), rounding to the digits written, the length of a list in a result,
+    or the sum, difference, product or ratio of two supported values. It cannot see an
+    answer that contradicts a result in words ("in stock" for ``"in_stock": false``).
 ``cut_off``
     a reply that stopped at ``max_tokens`` holding a ``tool_use``: a half-written call.
 ``unanswered_tool_use``
@@ -60,7 +79,7 @@ from primer.loop.config import AgentConfig
 from primer.loop.messages import text_of
 from primer.loop.model import Reply
 from primer.loop.state import HANDOFF_TOOL_NAME, StopCause, canonical_call
-from primer.loop.text import compact_json, one_line
+from primer.loop.text import JSONRefused, compact_json, one_line, parse_json
 from primer.loop.tools import Tool
 
 from .conversation import RECORDED_AS, load_run
@@ -71,12 +90,21 @@ from .what_if import GuardEffect, what_if
 RUNAWAY_MIN_CALLS = 6
 #: ... and its last prompt at least this many times its first.
 RUNAWAY_GROWTH = 3.0
+#: An alternation needs at least this many tool calls in a row between two tools.
+ALTERNATION_MIN_CALLS = 6
+#: Rate-limit answers (each followed by another call) before ``rate_limited`` shows.
+RATE_LIMIT_MIN = 2
+#: Empty results in a row before ``empty_results`` shows (twice this before an answer).
+EMPTY_MIN = 3
 #: Settings used to look for a mode when the run had its guard off (``None``).
 DEFAULT_REPEAT_THRESHOLD = 3
 DEFAULT_NO_PROGRESS_WINDOW = 3
 DEFAULT_COMPACT_SHARE = 0.6
 
 _FINISHED = {StopCause.END_TURN}
+#: The verdict when no detector fires: not "healthy", since a fault no detector knows
+#: (an answer wrong in words) leaves no finding either.
+NOTHING_FOUND = "no known failure mode found"
 _HANDED_OVER = {StopCause.HANDOFF, StopCause.AWAITING_APPROVAL}
 #: Stops the run's caller asked for: not a failure of the run.
 _CALLER_STOPPED = {StopCause.CANCELLED}
@@ -86,7 +114,11 @@ class FailureMode(str, Enum):
     """The failure modes :func:`diagnose` looks for (see the module docstring)."""
 
     REPEATS = "repeats"
+    ALTERNATION = "alternation"
+    RATE_LIMITED = "rate_limited"
+    ERRORS_AS_TEXT = "errors_as_text"
     NO_PROGRESS = "no_progress"
+    EMPTY_RESULTS = "empty_results"
     RUNAWAY_COST = "runaway_cost"
     CONTEXT_ROT = "context_rot"
     TOOL_HALLUCINATION = "tool_hallucination"
@@ -104,6 +136,10 @@ class FailureMode(str, Enum):
 _EXPLAINS = {
     FailureMode.REPEATS: {StopCause.LOOP_DETECTED, StopCause.MAX_STEPS},
     FailureMode.NO_PROGRESS: {StopCause.NO_PROGRESS, StopCause.MAX_STEPS},
+    FailureMode.ALTERNATION: {StopCause.MAX_STEPS, StopCause.TOKEN_BUDGET},
+    FailureMode.RATE_LIMITED: {StopCause.MAX_STEPS, StopCause.NO_PROGRESS},
+    FailureMode.ERRORS_AS_TEXT: {StopCause.MAX_STEPS},
+    FailureMode.EMPTY_RESULTS: {StopCause.MAX_STEPS},
     FailureMode.RUNAWAY_COST: {StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET,
                                StopCause.MAX_STEPS, StopCause.WALL_CLOCK},
     FailureMode.CONTEXT_ROT: {StopCause.CONTEXT_WINDOW},
@@ -122,16 +158,21 @@ class Finding:
     evidence: str
     guard: str
     effect: GuardEffect | None = None
+    anywhere: str = ""
 
     def line(self) -> str:
-        """The finding in one line: mode, calls, evidence, guard."""
+        """The finding in one line: mode, calls, evidence, guard (primer's setting, then what
+        to do in any other loop)."""
         guard = self.effect.describe() if self.effect is not None else self.guard
-        return f"{self.mode.value:<19} {_span(self.calls):<11} {self.evidence}. Guard: {guard}."
+        other = f" In any loop: {self.anywhere}." if self.anywhere else ""
+        return (f"{self.mode.value:<19} {_span(self.calls):<11} {self.evidence}. "
+                f"Guard: {guard}.{other}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``mode``, ``calls``, ``evidence``, ``guard``, ``effect`` (or None)."""
+        """JSON-ready: ``mode``, ``calls``, ``evidence``, ``guard``, ``anywhere``, ``effect``
+        (or None)."""
         return {"mode": self.mode.value, "calls": list(self.calls), "evidence": self.evidence,
-                "guard": self.guard,
+                "guard": self.guard, "anywhere": self.anywhere,
                 "effect": dataclasses.asdict(self.effect) if self.effect else None}
 
 
@@ -171,7 +212,8 @@ class Diagnosis:
 
     @property
     def verdict(self) -> str:
-        """One sentence: healthy, handed to a person, or the problems found."""
+        """One sentence: the problems found, handed to a person, cancelled, or "no known
+        failure mode found" (never "healthy": the detectors see only the modes they know)."""
         if self.findings:
             names = ", ".join(m.value for m in dict.fromkeys(self.modes))
             n = len(self.findings)
@@ -180,7 +222,7 @@ class Diagnosis:
             return f"handed to a person, no failure mode shows; {self.ended}"
         if self.stop_cause in _CALLER_STOPPED:
             return f"cancelled by its caller, no failure mode shows; {self.ended}"
-        return f"healthy, no failure mode shows; {self.ended}"
+        return f"{NOTHING_FOUND}; {self.ended}"
 
     def report(self) -> str:
         """The diagnosis as text: the file's name (not its whole path), one line per finding,
@@ -233,7 +275,8 @@ class _Reading:
                       t.stop_cause, self._ended(kind),
                       notes=[n for n in t.notes if kind == "conversation"
                              or not n.startswith("no stop event")])
-        for find in (self.repeats, self.no_progress, self.runaway_cost, self.context_rot,
+        for find in (self.repeats, self.alternation, self.rate_limited, self.errors_as_text,
+                     self.no_progress, self.empty_results, self.runaway_cost, self.context_rot,
                      self.hallucination, self.silent_wrong_answer, self.cut_off,
                      self.unanswered):
             d.findings.extend(find())
@@ -274,7 +317,132 @@ class _Reading:
         return [Finding(FailureMode.REPEATS, tuple(calls),
                         f"{one_line(key, 90)} requested {len(calls)} times{also}",
                         "loop detection (check_repeats)",
-                        self.what_if(repeat_threshold=threshold))]
+                        self.what_if(repeat_threshold=threshold),
+                        f"key each call by tool name + input and stop (or tell the model) when "
+                        f"one comes back {threshold} times")]
+
+    def _results(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every tool result the loop ran, in order, with its model call number."""
+        return [(s.index, x) for s in self.steps for x in s.executions
+                if x.get("error_kind") != "not_run"]
+
+    def alternation(self) -> list[Finding]:
+        results = self._results()
+        names = [str(x.get("name")) for _, x in results]
+        seen: dict[str, set[str]] = {}  # each tool's results so far
+        best = (0, 0)  # (start, length) of the longest stale two-tool alternation
+        start = 0
+        for k, (_, x) in enumerate(results):
+            content = str(x.get("content", ""))
+            stale = bool(x.get("is_error") or _reads_as_error(content) or _is_empty(content)
+                         or content in seen.get(names[k], set()))
+            seen.setdefault(names[k], set()).add(content)
+            if not stale:
+                start = k + 1
+                continue
+            if k > start and names[k] == names[k - 1]:
+                start = k  # the same tool twice: not alternating
+            elif k - start >= 2 and names[k] != names[k - 2]:
+                start = k - 1  # a third tool: a new pair starts with the call before
+            best = max(best, (start, k - start + 1), key=lambda r: r[1])
+        stretch = results[best[0]:best[0] + best[1]]
+        if len(stretch) < ALTERNATION_MIN_CALLS:
+            return []
+        names = list(dict.fromkeys(str(x.get("name")) for _, x in stretch))
+        keys = {f"{x.get('name')}:{compact_json(x.get('input'))}" for _, x in stretch}
+        if len(names) != 2 or len(keys) <= 2:  # the same two calls again: that is repeats
+            return []
+        inputs = {n: [compact_json(x.get("input")) for _, x in stretch if x.get("name") == n]
+                  for n in names}
+        shown = "; ".join(f"{n} {one_line(' then '.join(v[:3]), 70)}"
+                          + (f" (+{len(v) - 3} more)" if len(v) > 3 else "")
+                          for n, v in inputs.items())
+        last = {n: str(next(x.get("content") for _, x in reversed(stretch)
+                             if x.get("name") == n)) for n in names}
+        return [Finding(FailureMode.ALTERNATION, tuple(dict.fromkeys(i for i, _ in stretch)),
+                        f"{names[0]} and {names[1]} alternated for {len(stretch)} calls with "
+                        f"changed inputs ({shown}) and learned nothing new: "
+                        + ", ".join(f"{n} kept returning {one_line(c, 40)!r}"
+                                    for n, c in last.items()),
+                        "primer has no detector for this: max_tool_calls_per_run caps the "
+                        "calls, max_steps the model calls",
+                        anywhere="stop when a stretch of calls brings no new result "
+                        "(empty, an error, or one seen before); cap tool calls per run")]
+
+    def rate_limited(self) -> list[Finding]:
+        results = self._results()
+        hits = [(k, i, x) for k, (i, x) in enumerate(results)
+                if _RATE_LIMIT.search(str(x.get("content", ""))[:500])]
+        retried = [h for h in hits if h[0] + 1 < len(results)
+                   or self._final_answer() is None and h[1] < len(self.steps)]
+        if len(hits) < RATE_LIMIT_MIN or len(retried) < RATE_LIMIT_MIN - 1:
+            return []
+        names = Counter(str(x.get("name")) for _, _, x in hits)
+        inputs = list(dict.fromkeys(compact_json(x.get("input")) for _, _, x in hits))
+        marked = sum(bool(x.get("is_error")) for _, _, x in hits)
+        return [Finding(FailureMode.RATE_LIMITED, tuple(dict.fromkeys(i for _, i, _ in hits)),
+                        f"{len(hits)} results read as a rate limit "
+                        f"({', '.join(f'{n} ×{k}' for n, k in names.items())}), the first: "
+                        f"{one_line(str(hits[0][2].get('content', '')), 60)!r}; "
+                        + (f"{marked} marked is_error" if marked else "none marked is_error")
+                        + f"; the calls went on at once with {len(inputs)} different "
+                        f"input{'s' * (len(inputs) != 1)}",
+                        "raise RateLimited(retry_after_s=...) in the tool: tool_retries and "
+                        "retry (RetryPolicy) wait and retry the same call",
+                        anywhere="turn a 429 into an error the loop sees (is_error / an "
+                        "exception), wait as long as Retry-After says (else back off "
+                        "exponentially) and retry the same input, a few times at most")]
+
+    def errors_as_text(self) -> list[Finding]:
+        window = self.config.no_progress_window or DEFAULT_NO_PROGRESS_WINDOW
+        results = self._results()
+        longest = streak = (0, 0)
+        for k, (_, x) in enumerate(results):
+            text = str(x.get("content", ""))
+            as_text = (not x.get("is_error") and _reads_as_error(text)
+                       and not _RATE_LIMIT.search(text[:500]))
+            streak = (streak[0], streak[1] + 1) if as_text else (k + 1, 0)
+            longest = max(longest, streak, key=lambda r: r[1])
+        best = results[longest[0]:longest[0] + longest[1]]
+        if len(best) < window:
+            return []
+        names = Counter(str(x.get("name")) for _, x in best)
+        return [Finding(FailureMode.ERRORS_AS_TEXT, tuple(dict.fromkeys(i for i, _ in best)),
+                        f"{len(best)} results in a row read as errors but none is marked "
+                        f"is_error ({', '.join(f'{n} ×{k}' for n, k in names.items())}), the "
+                        f"first: {one_line(str(best[0][1].get('content', '')), 60)!r}",
+                        f"raise ToolError in the tool, so the result is marked is_error and "
+                        f"no_progress_window={window} stops the run",
+                        anywhere=f"return tool errors as errors (is_error: true in the "
+                        f"Messages API, status='error' on a LangChain ToolMessage) and stop "
+                        f"after {window} in a row")]
+
+    def empty_results(self) -> list[Finding]:
+        results = self._results()
+        answered = self._final_answer() is not None
+        longest = streak = (0, 0)
+        for k, (_, x) in enumerate(results):
+            empty = not x.get("is_error") and _is_empty(str(x.get("content", "")))
+            streak = (streak[0], streak[1] + 1) if empty else (k + 1, 0)
+            longest = max(longest, streak, key=lambda r: r[1])
+        best = results[longest[0]:longest[0] + longest[1]]
+        after = results[longest[0] + longest[1]:]
+        found_later = any(not x.get("is_error") and not _is_empty(str(x.get("content", "")))
+                          for _, x in after)
+        if (len(best) < EMPTY_MIN * (2 if answered else 1)) or found_later:
+            return []
+        names = Counter(str(x.get("name")) for _, x in best)
+        inputs = list(dict.fromkeys(compact_json(x.get("input")) for _, x in best))
+        contents = list(dict.fromkeys(str(x.get("content")) for _, x in best))
+        return [Finding(FailureMode.EMPTY_RESULTS, tuple(dict.fromkeys(i for i, _ in best)),
+                        f"{len(best)} empty results in a row "
+                        f"({', '.join(f'{n} ×{k}' for n, k in names.items())}: "
+                        f"{one_line(' / '.join(contents[:2]), 50)}) for {len(inputs)} different "
+                        f"input{'s' * (len(inputs) != 1)}, e.g. {one_line(inputs[0], 50)}, and "
+                        f"nothing found after them",
+                        "primer has no detector for this: max_tool_calls_per_run caps the calls",
+                        anywhere=f"count empty results in a row and, after {EMPTY_MIN}, stop "
+                        f"or ask the user; say in the tool's result what input would match")]
 
     def no_progress(self) -> list[Finding]:
         window = self.config.no_progress_window or DEFAULT_NO_PROGRESS_WINDOW
@@ -294,7 +462,8 @@ class _Reading:
                         f"({', '.join(f'{n} ×{k}' for n, k in names.items())}), the first: "
                         f"{one_line(first, 70)!r}",
                         "the no-progress detector (check_no_progress)",
-                        self.what_if(no_progress_window=window))]
+                        self.what_if(no_progress_window=window),
+                        f"count error results in a row and stop after {window}")]
 
     def runaway_cost(self) -> list[Finding]:
         prompts = [r.usage.prompt_tokens for r in self.replies]
@@ -306,12 +475,17 @@ class _Reading:
         total = sum(r.usage.total_tokens for r in self.replies)
         per_call = (prompts[-1] - prompts[0]) / (n - 1)
         budget = self.config.token_budget or AgentConfig().token_budget
+        used = Counter(str(b.get("name")) for r in self.replies
+                       for b in r.tool_uses).most_common(3)
         return [Finding(FailureMode.RUNAWAY_COST, tuple(range(1, n + 1)),
                         f"prompt tokens rose on every call, {prompts[0]:,} at call 1 to "
                         f"{prompts[-1]:,} at call {n} (+{per_call:,.0f} a call, "
                         f"{prompts[-1] / prompts[0]:.1f}×), {total:,} tokens in all and no "
-                        f"answer", "a token budget (check_budgets)",
-                        self.what_if(token_budget=budget))]
+                        f"answer; the tool calls: {', '.join(f'{t} ×{k}' for t, k in used)}",
+                        "a token budget (check_budgets)",
+                        self.what_if(token_budget=budget),
+                        "add up usage.input_tokens + output_tokens of every call and stop past "
+                        "a budget; compact or drop old tool results")]
 
     def context_rot(self) -> list[Finding]:
         c = self.config
@@ -330,7 +504,9 @@ class _Reading:
                         "compaction past compact_share, and check_context",
                         self.what_if(context_stop_share=c.context_stop_share
                                      if c.context_stop_share < 1
-                                     else AgentConfig().context_stop_share))]
+                                     else AgentConfig().context_stop_share),
+                        "count the prompt's tokens before each call; summarise or drop old "
+                        "tool results past a share of the window")]
 
     def hallucination(self) -> list[Finding]:
         # a checked trace's tool definitions each have a string name
@@ -361,7 +537,9 @@ class _Reading:
                                f"run did not offer: {names} (offered: "
                                f"{', '.join(n for n in offered if n != HANDOFF_TOOL_NAME)})",
                                "the registry's allow-list: an unknown name never runs and gets "
-                               "an error result listing the real tools"))
+                               "an error result listing the real tools",
+                               anywhere="run only tools you offered; answer any other name "
+                               "with an is_error result that lists the real ones"))
         if unchecked:
             i, name, problem = unchecked[0]
             out.append(Finding(FailureMode.TOOL_HALLUCINATION,
@@ -369,24 +547,33 @@ class _Reading:
                                f"{len(unchecked)} call{'s' * (len(unchecked) != 1)} ran with "
                                f"input that fails its input_schema, first {name} at call {i}: "
                                f"{one_line(problem, 80)}",
-                               "input_schema validation before a call runs (Tool.input_errors)"))
+                               "input_schema validation before a call runs (Tool.input_errors)",
+                               anywhere="validate each input against its input_schema before "
+                               "running the tool; send the errors back as is_error"))
         return out
 
     def silent_wrong_answer(self) -> list[Finding]:
         answer = self._final_answer()
         if answer is None:
             return []
-        support = set(_numbers(self.trace.system))
-        for m in self.trace.messages():
-            if m["role"] == "user":
-                support |= set(_numbers(text_of(m["content"])))
-        for s in self.steps:
-            for x in s.executions:
-                if not x.get("is_error"):
-                    support |= set(_numbers(str(x.get("content", ""))))
-        unsupported = [text for text, value in _number_spans(answer)
-                       if not any(math.isclose(value, v, rel_tol=1e-9, abs_tol=1e-9)
-                                  for v in support)]
+        texts = [self.trace.system]
+        texts += [text_of(m["content"]) for m in self.trace.messages() if m["role"] == "user"]
+        texts += [str(x.get("content", "")) for s in self.steps for x in s.executions
+                  if not x.get("is_error")]
+        support: set[float] = set()
+        dates: set[tuple[int | None, int, int]] = set()
+        for text in texts:
+            found = _dates(text)
+            dates |= {d for _, d in found}
+            support |= set(_numbers(_blank(text, found)))
+            support |= {float(n) for n in _list_lengths(text)}
+        said = _dates(answer)
+        unsupported = [text for text, d in said
+                       if d not in dates and (d[0] is not None or not any(
+                           d[1:] == e[1:] for e in dates))]
+        derived = _derived(support)
+        unsupported += [text for text, value in _number_spans(_blank(answer, said))
+                        if not _supported(text, value, support, derived)]
         if not unsupported:
             return []
         return [Finding(FailureMode.SILENT_WRONG_ANSWER, (len(self.steps),),
@@ -394,7 +581,9 @@ class _Reading:
                         f"tool result, user message or system prompt contains: "
                         f"{one_line(answer, 80)!r}",
                         "check the final answer: run_agent(..., output_model=...), an eval "
-                        "(AnswerContains), or a second model call that checks it")]
+                        "(AnswerContains), or a second model call that checks it",
+                        anywhere="compare the answer's figures and dates with the tool results "
+                        "before it reaches the user, or have a second model call check it")]
 
     def cut_off(self) -> list[Finding]:
         out = []
@@ -412,7 +601,9 @@ class _Reading:
                                f"check_stop_reason never runs a cut-off call; raise max_tokens "
                                f"(the run had {self.config.max_tokens:,})"
                                if self.trace.stop is not None else
-                               "never run a cut-off call (check_stop_reason); raise max_tokens"))
+                               "never run a cut-off call (check_stop_reason); raise max_tokens",
+                               anywhere="when stop_reason is max_tokens, do not run the "
+                               "reply's tool_use: ask again with a higher max_tokens"))
         return out
 
     def unanswered(self) -> list[Finding]:
@@ -434,7 +625,9 @@ class _Reading:
                         f"{len(out)} tool_use block{'s' * (len(out) != 1)} ({names}) without "
                         f"a tool_result; the API refuses a history like this",
                         "answer every tool_use before stopping (run_agent answers unrun calls "
-                        "'not run'); repair the history before sending it again")]
+                        "'not run'); repair the history before sending it again",
+                        anywhere="answer every tool_use with a tool_result, even 'not run', "
+                        "before saving or trimming the history")]
 
     def ending(self, found: list[Finding], kind: str) -> list[Finding]:
         """A ``stopped`` or ``unfinished`` finding when no finding explains how the run ended."""
@@ -461,8 +654,9 @@ class _Reading:
                 "the conversation ends on tool results no model call read: its loop was "
                 "stopped from outside (a turn cap?)")
         return [Finding(FailureMode.UNFINISHED, (n,) if n else (), what,
-                        "record traces with run_agent(..., trace=PATH); every exit names "
-                        "its stop cause")]
+                        "run_agent names a stop cause at every exit (trace=PATH records it)",
+                        anywhere="record why the loop stopped (which cap, which error) next "
+                        "to the saved messages; this record does not say")]
 
     # ------------------------------------------------------------ the answer, the what-if
 
@@ -493,6 +687,142 @@ def _checker(definition: dict[str, Any]) -> Tool | None:
         return None
 
 
+# ------------------------------------------------------------ what a result says
+
+#: A result that reads as a rate limit.
+_RATE_LIMIT = re.compile(r"\b429\b|rate[ _-]?limit|too many requests|quota exceeded|"
+                         r"retry[ _-]after|slow down", re.IGNORECASE)
+#: A result that reads as an error though it is not marked one.
+_ERROR_TEXT = re.compile(r"^\W*(error|exception|traceback|failed|failure|fatal)\b|"
+                         r"\bHTTP [45]\d\d\b", re.IGNORECASE)
+_EMPTY_TEXT = re.compile(r"^\W*(no (results?|matches|records?|items?)( found)?|nothing found|"
+                         r"0 results?|none)\W*$", re.IGNORECASE)
+
+
+def _json_of(text: str) -> Any:
+    try:
+        return parse_json(text) if text.strip()[:1] in ("{", "[") else None
+    except JSONRefused:
+        return None
+
+
+def _reads_as_error(text: str) -> bool:
+    """A result that says it failed: "Error: ...", ``{"error": ...}``, a status of 400+."""
+    if _ERROR_TEXT.search(text[:300]) or _RATE_LIMIT.search(text[:300]):
+        return True
+    value = _json_of(text)
+    if not isinstance(value, dict):
+        return False
+    if value.get("error") or value.get("errors"):
+        return True
+    status = next((value[k] for k in ("status", "status_code", "code")
+                   if isinstance(value.get(k), int) and not isinstance(value.get(k), bool)),
+                  None)
+    return status is not None and 400 <= status <= 599
+
+
+def _is_empty(text: str) -> bool:
+    """A result that found nothing: ``[]``, ``{}``, ``{"orders": []}``, ``{"hits": [],
+    "total": 0}``, "no results"."""
+    if not text.strip() or _EMPTY_TEXT.match(text.strip()):
+        return True
+    value = _json_of(text)
+    if value in ([], {}):
+        return True
+    if not isinstance(value, dict):
+        return False
+    holders = [v for v in value.values() if isinstance(v, list | dict)]
+    return bool(holders) and not any(holders) and all(
+        v in (None, "", 0, [], {}) for v in value.values())
+
+
+def _list_lengths(text: str) -> Iterable[int]:
+    """The length of every list in a JSON result (an answer may count them)."""
+    stack = [_json_of(text)]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            yield len(v)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+
+
+# ------------------------------------------------------------ dates in text
+
+_MONTHS = {m: k for k, name in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december"], 1) for m in (name, name[:3])}
+_MONTH = r"(?P<mon>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DATE_FORMS = [
+    re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})"),
+    re.compile(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH
+               + r"(?:,?\s+(?P<y>\d{4}))?\b", re.IGNORECASE),
+    re.compile(r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<y>\d{4}))?\b",
+               re.IGNORECASE),
+]
+
+
+def _dates(text: str) -> list[tuple[str, tuple[int | None, int, int]]]:
+    """Each date written in ``text`` (ISO, "4 March 2026", "March 4, 2026", with or
+    without the year) as ``(its text, (year or None, month, day))``."""
+    out: list[tuple[str, tuple[int | None, int, int]]] = []
+    taken: list[tuple[int, int]] = []
+    for form in _DATE_FORMS:
+        for m in form.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            groups = m.groupdict()
+            month = int(groups["m"]) if groups.get("m") else _MONTHS[groups["mon"].lower()]
+            day = int(groups["d"])
+            if 1 <= month <= 12 and 1 <= day <= 31:
+                taken.append(m.span())
+                out.append((m.group(0), (int(groups["y"]) if groups.get("y") else None,
+                                         month, day)))
+    return out
+
+
+def _blank(text: str, dates: list[tuple[str, Any]]) -> str:
+    """``text`` with the dates found in it blanked out (their digits are not amounts)."""
+    for said, _ in dates:
+        text = text.replace(said, " " * len(said))
+    return text
+
+
+# ------------------------------------------------------------ is a number supported?
+
+#: Unit changes an answer may make in one step: cents, percent, metres/km, seconds/minutes/
+#: hours, hours/days.
+_FACTORS = (1.0, 100.0, 1000.0, 60.0, 3600.0, 24.0)
+
+
+def _derived(support: set[float]) -> set[float]:
+    """Values one arithmetic step from two supported ones (sum, difference, product,
+    ratio): 14 on hand - 2 reserved = 12 that can ship."""
+    values = sorted(support)[:60]  # bounded: 60² pairs at most
+    out: set[float] = set()
+    for a in values:
+        for b in values:
+            out |= {a + b, abs(a - b), a * b}
+            if b:
+                out.add(a / b)
+    return out
+
+
+def _supported(text: str, value: float, support: set[float], derived: set[float]) -> bool:
+    """Whether ``value`` (written as ``text``) is a supported value, a unit change of one,
+    one rounded to the digits ``text`` shows, or one arithmetic step from two."""
+    digits = len(text.split(".")[1]) if "." in text else 0
+
+    def close(v: float) -> bool:
+        return math.isclose(value, v, rel_tol=1e-9, abs_tol=1e-9) or (
+            abs(v) < 1e15 and math.isclose(round(v, digits), value, rel_tol=1e-9,
+                                           abs_tol=10 ** -(digits + 3)))
+
+    return any(close(v * f) or close(v / f) for v in support for f in _FACTORS) or any(
+        math.isclose(value, v, rel_tol=1e-9, abs_tol=1e-9) for v in derived)
+
+
 # ------------------------------------------------------------ numbers in text
 
 #: A number standing alone: not glued to letters, digits, ``_``, ``-`` or ``/`` (so ``A123``,
@@ -520,6 +850,7 @@ def _span(calls: tuple[int, ...]) -> str:
         f"calls {calls[0]}..{calls[-1]}")
 
 
-__all__ = ["DEFAULT_COMPACT_SHARE", "DEFAULT_NO_PROGRESS_WINDOW", "DEFAULT_REPEAT_THRESHOLD",
-           "Diagnosis", "FailureMode", "Finding", "GuardEffect", "RUNAWAY_GROWTH",
+__all__ = ["ALTERNATION_MIN_CALLS", "DEFAULT_COMPACT_SHARE", "DEFAULT_NO_PROGRESS_WINDOW",
+           "DEFAULT_REPEAT_THRESHOLD", "Diagnosis", "EMPTY_MIN", "FailureMode", "Finding",
+           "GuardEffect", "NOTHING_FOUND", "RATE_LIMIT_MIN", "RUNAWAY_GROWTH",
            "RUNAWAY_MIN_CALLS", "diagnose"]
