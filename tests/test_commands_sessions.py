@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import main
+from primer.commands.hints import interpreter
 from primer.harness.sessions.store import FILE_NAME, SessionStore
+from primer.harness.summaries import render_lines
 from primer.scenarios import support_chat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,10 +81,42 @@ def test_show_prints_the_turns_and_the_conversation(capsys, store_dir):
     directory, session = store_dir
     assert main(["sessions", "show", str(directory), "support-42"]) == 0
     out = capsys.readouterr().out
-    table, conversation = out.split("\n\n")
+    table, conversation, note = out.split("\n\n")
     assert table == session.table()
-    assert conversation == session.transcript() + "\n"
+    assert len(conversation.splitlines()) == len(session.transcript().splitlines())
     assert "called calculator({\"expression\":\"2500 * 1.18\"})" in conversation
+    assert note.startswith("(texts and results longer than 100 characters are cut")
+
+
+def test_show_marks_every_cut_with_what_it_left_out_and_says_how_to_see_it_whole(
+        capsys, store_dir, monkeypatch):
+    directory, session = store_dir
+    monkeypatch.chdir(directory)
+    assert main(["sessions", "show", ".", "support-42", "--chars", "40"]) == 0
+    out = capsys.readouterr().out
+    whole = render_lines(session.messages, None)
+    shown = out.split("\n\n")[1].splitlines()
+    cuts = 0
+    for full_line, line in zip(whole, shown, strict=True):
+        if full_line == line:
+            continue
+        cuts += 1
+        kept, left = line.rsplit("…[+", 1)
+        assert full_line.startswith(kept) and left.endswith(" chars]")
+        assert len(kept) + int(left.split(" ")[0]) == len(full_line), line
+    assert cuts >= 2
+    assert out.rstrip().splitlines()[-1] == (
+        f"(texts and results longer than 40 characters are cut, each cut marked …[+K chars]; "
+        f"see them whole with: {interpreter()} -m primer sessions show . support-42 --full)")
+
+
+def test_show_full_prints_every_text_and_result_whole(capsys, store_dir):
+    directory, session = store_dir
+    assert main(["sessions", "show", str(directory), "support-42", "--full"]) == 0
+    out = capsys.readouterr().out
+    table, conversation = out.split("\n\n")
+    assert conversation.splitlines() == render_lines(session.messages, None)
+    assert "…" not in conversation and session.messages[-1]["content"][0]["text"] in out
 
 
 def test_show_of_an_unknown_session_names_the_known_ones(capsys, store_dir):

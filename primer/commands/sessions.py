@@ -3,7 +3,9 @@
 A :class:`~primer.harness.sessions.store.SessionStore` keeps its sessions in
 ``DIR/sessions.sqlite3``. ``list`` prints one line per session (turns, messages, tokens,
 cost, when it was last updated, its last turn), oldest first; ``show`` prints one session's
-turns as a table and its conversation, one line per text, call and result. Both only read:
+turns as a table and its conversation, one line per text, call and result (each text and
+result cut to ``--chars``, every cut marked ``…[+K chars]`` and a last line saying that
+``--full`` shows them whole). Both only read:
 nothing is created or changed. DIR may also be the ``sessions.sqlite3`` file itself.
 
 Exit codes: 0 on success; 2, with one line on stderr, for a store that cannot be read (a
@@ -14,10 +16,12 @@ exist, like every other command.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from primer.commands.hints import primer_command
 from primer.harness.sessions.session import SessionError, turns_table
 from primer.harness.sessions.store import FILE_NAME, list_sessions, read_session
 from primer.harness.summaries import render_lines
@@ -41,7 +45,10 @@ def register(subparsers: Any) -> None:
     sh.add_argument("directory", metavar="DIR", help=f"the store's directory (or its {FILE_NAME})")
     sh.add_argument("session_id", metavar="ID", help="the session to show (see `sessions list`)")
     sh.add_argument("--chars", type=int, default=100, metavar="N",
-                    help="cut each text and result to N characters (default 100)")
+                    help="cut each text and result to N characters (default 100); a cut "
+                         "ends in …[+K chars], K the characters left out")
+    sh.add_argument("--full", action="store_true",
+                    help="print every text and result whole, with no cut")
     sh.set_defaults(func=run_show)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -91,5 +98,12 @@ def run_show(args: argparse.Namespace) -> int:
         return BAD_STORE
     print(turns_table(stored.turns, stored.id))
     print()
-    print("\n".join(render_lines(stored.messages, args.chars)))
+    chars = None if args.full else args.chars
+    lines = render_lines(stored.messages, chars, mark_cuts=True)
+    print("\n".join(lines))
+    if lines != render_lines(stored.messages, None):
+        whole = primer_command("sessions", "show", shlex.quote(args.directory),
+                               shlex.quote(args.session_id), "--full")
+        print(f"\n(texts and results longer than {args.chars} characters are cut, each cut "
+              f"marked …[+K chars]; see them whole with: {whole})")
     return 0

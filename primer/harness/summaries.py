@@ -18,10 +18,23 @@ from primer.loop.messages import Message, blocks_of, user_message
 from primer.loop.model import LLM, Usage
 
 
-def render_lines(messages: Sequence[Message], result_chars: int = 120) -> list[str]:
+def render_lines(messages: Sequence[Message], result_chars: int | None = 120, *,
+                 mark_cuts: bool = False) -> list[str]:
     """One line per text, call and result of ``messages``, texts and results cut to
-    ``result_chars``: ``user: ...``, ``called get_order({...})``, ``  result: ...`` (or
-    ``  error: ...``). What the summarisers read, and a transcript for a person."""
+    ``result_chars`` (``None``: never cut): ``user: ...``, ``called get_order({...})``,
+    ``  result: ...`` (or ``  error: ...``). What the summarisers read, and a transcript for
+    a person.
+
+    A cut result ends in ``…``; a cut text is cut without a mark (what the summarisers read).
+    With ``mark_cuts`` every cut ends in ``…[+N chars]``, N the characters left out (after
+    runs of blanks are folded into one), so a reader can tell a cut from a short answer."""
+    def cut(text: str, always_mark: bool) -> str:
+        if result_chars is None or len(text) <= result_chars:
+            return text
+        if mark_cuts:
+            return f"{text[:result_chars]}…[+{len(text) - result_chars} chars]"
+        return text[:result_chars] + ("…" if always_mark else "")
+
     lines: list[str] = []
     for m in messages:
         for b in blocks_of(m.get("content", "")):
@@ -32,15 +45,14 @@ def render_lines(messages: Sequence[Message], result_chars: int = 120) -> list[s
                 if raw.startswith(SUMMARY_HEADER):
                     lines.extend(raw.splitlines()[1:])  # fold an earlier summary in, whole
                 elif text:
-                    lines.append(f"{m.get('role')}: {text[:result_chars]}")
+                    lines.append(f"{m.get('role')}: {cut(text, False)}")
             elif kind == "tool_use":
                 args = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
                 lines.append(f"called {b.get('name')}({args})")
             elif kind == "tool_result":
                 content = " ".join(str(b.get("content", "")).split())
                 mark = "error" if b.get("is_error") else "result"
-                cut = content[:result_chars] + ("…" if len(content) > result_chars else "")
-                lines.append(f"  {mark}: {cut}")
+                lines.append(f"  {mark}: {cut(content, True)}")
     return lines
 
 
