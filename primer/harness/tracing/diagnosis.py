@@ -147,6 +147,34 @@ _EXPLAINS = {
 }
 
 
+#: Each detector's rule in one line, from the settings it uses (lesson 10 shows this table).
+RULES: dict[FailureMode, str] = {
+    FailureMode.REPEATS: f"one tool + input requested {DEFAULT_REPEAT_THRESHOLD} times "
+                         f"(or the run's repeat_threshold)",
+    FailureMode.ALTERNATION: f"{ALTERNATION_MIN_CALLS}+ calls in a row cycling between two "
+                             f"tools, inputs changing, no result new",
+    FailureMode.RATE_LIMITED: f"{RATE_LIMIT_MIN}+ results reading as a rate limit (429, "
+                              f"'Too Many Requests'), each retried",
+    FailureMode.ERRORS_AS_TEXT: f"{DEFAULT_NO_PROGRESS_WINDOW} results in a row reading as "
+                                f"errors, none marked is_error",
+    FailureMode.NO_PROGRESS: f"{DEFAULT_NO_PROGRESS_WINDOW} is_error results in a row (or the "
+                             f"run's no_progress_window)",
+    FailureMode.EMPTY_RESULTS: f"{EMPTY_MIN} empty results in a row, nothing found after, no "
+                               f"answer ({2 * EMPTY_MIN} before one)",
+    FailureMode.RUNAWAY_COST: f"{RUNAWAY_MIN_CALLS}+ calls, prompt rising on each, the last "
+                              f"{RUNAWAY_GROWTH:g}× the first or more, no answer",
+    FailureMode.CONTEXT_ROT: f"a prompt past {DEFAULT_COMPACT_SHARE:.0%} of the window (or the "
+                             f"run's compact_share)",
+    FailureMode.TOOL_HALLUCINATION: "a tool not offered, or input failing input_schema that ran",
+    FailureMode.SILENT_WRONG_ANSWER: "a number or date in the answer no result, task or "
+                                     "prompt supports (unit changes, rounding allowed)",
+    FailureMode.CUT_OFF: "a reply cut at max_tokens holding a tool_use",
+    FailureMode.UNANSWERED_TOOL_USE: "a tool_use no tool_result answers",
+    FailureMode.STOPPED: "the run stopped on a limit no finding explains",
+    FailureMode.UNFINISHED: "no stop line, or a conversation ending on unread tool results",
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     """One failure mode in one run: ``mode``, the model ``calls`` where it shows (numbered from
@@ -852,5 +880,5 @@ def _span(calls: tuple[int, ...]) -> str:
 
 __all__ = ["ALTERNATION_MIN_CALLS", "DEFAULT_COMPACT_SHARE", "DEFAULT_NO_PROGRESS_WINDOW",
            "DEFAULT_REPEAT_THRESHOLD", "Diagnosis", "EMPTY_MIN", "FailureMode", "Finding",
-           "GuardEffect", "NOTHING_FOUND", "RATE_LIMIT_MIN", "RUNAWAY_GROWTH",
+           "GuardEffect", "NOTHING_FOUND", "RATE_LIMIT_MIN", "RULES", "RUNAWAY_GROWTH",
            "RUNAWAY_MIN_CALLS", "diagnose"]
