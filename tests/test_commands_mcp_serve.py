@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from primer.__main__ import main
+from primer.commands.mcp_serve import stdio_notice
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -62,6 +66,37 @@ def test_stdio_mode_prints_only_protocol_on_stdout_and_exits_0_when_stdin_closes
     reply = json.loads(line)
     assert reply["id"] == 1
     assert reply["result"]["serverInfo"]["name"] == "primer-orders"
+    assert "serving orders" not in done.stderr  # stdin is no terminal: no notice
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+@pytest.mark.parametrize("stop", ["ctrl-d", "ctrl-c"])
+def test_on_a_terminal_stdio_mode_says_on_stderr_it_is_waiting_and_ctrl_d_or_c_stops_it(stop):
+    controller, terminal = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "primer", "mcp-serve", "orders"], cwd=ROOT,
+                            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(terminal)
+    try:
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready, "nothing on stderr within 60 s"
+        line = proc.stderr.readline().decode()
+        assert line == stdio_notice("orders") + "\n"
+        assert "Ctrl-D or Ctrl-C stops it" in line and "on stdio" in line
+        if stop == "ctrl-d":
+            os.write(controller, b"\x04")  # end of input on the terminal
+            assert proc.wait(timeout=30) == 0
+        else:
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+            assert proc.wait(timeout=30) == 130
+            assert proc.stderr.read().decode() == "mcp-serve: stopped (Ctrl-C)\n"
+        assert proc.stdout.read() == b""  # stdout stays the protocol's alone
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(controller)
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def readme_section(title: str) -> str:

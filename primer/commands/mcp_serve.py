@@ -12,13 +12,17 @@ answering with the same texts as in a local run (:func:`primer.providers.mcp_ser
 failures lesson 16 shows a client surviving.
 
 An unknown world or tool, or a port that cannot be bound, is one line on stderr and exit
-code 2. Stdout belongs to the protocol in stdio mode: nothing else is printed there.
+code 2. Stdout belongs to the protocol in stdio mode: nothing else is printed there. Started
+on stdio from a terminal (stdin is a tty), it says on stderr that it is waiting for a client
+and that Ctrl-D or Ctrl-C stops it.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +60,22 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _stop_at_once(signum: int, frame: object) -> None:
+    """Ctrl-C on a terminal: say so on stderr and end the process now (exit code 130).
+    Nothing is lost: a stdio server keeps no state between a client's calls."""
+    sys.stderr.write("mcp-serve: stopped (Ctrl-C)\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def stdio_notice(world: str) -> str:
+    """The line printed on stderr when the stdio server starts with a terminal as its stdin:
+    it is waiting, for whom, and how to stop it. Never on stdout (the protocol's channel)."""
+    return (f"mcp-serve: serving {world} as an MCP server on stdio; it waits for a client's "
+            f"JSON-RPC messages on stdin (an MCP client such as Claude Desktop or the MCP "
+            f"inspector starts it itself). Ctrl-D or Ctrl-C stops it.")
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``mcp-serve``; returns the exit code (0 when the client hangs up, 2 for
     a usage error)."""
@@ -87,7 +107,17 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("primer").setLevel(logging.INFO)
     try:
         if args.http is None:
-            serve_stdio(server)
+            if sys.stdin.isatty():  # a person started it in a terminal: say it is waiting
+                # The SDK reads stdin in a worker thread that Ctrl-C cannot wake, so a
+                # KeyboardInterrupt would wait for the next line; stop at once instead.
+                previous = signal.signal(signal.SIGINT, _stop_at_once)
+                print(stdio_notice(args.world), file=sys.stderr, flush=True)
+                try:
+                    serve_stdio(server)
+                finally:
+                    signal.signal(signal.SIGINT, previous)
+            else:
+                serve_stdio(server)
         else:
             serve_http(server, port=args.http, announce=lambda url: print(
                 f"mcp-serve: serving {args.world} over Streamable HTTP at {url}",
