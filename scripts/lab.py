@@ -9,9 +9,12 @@ settings folder ``jupyter_config/`` on ``JUPYTER_CONFIG_PATH`` (news prompt off,
 without the unencrypted-TCP warning). Once the server answers, prints one block with the
 URL to open, token included. Other options go to ``jupyter lab`` unchanged, e.g.
 ``--port=8899`` or ``--no-browser``. Ctrl-C stops the server (JupyterLab asks to confirm).
+SIGTERM or SIGHUP to this script (and SIGINT when it has no terminal) stops the JupyterLab
+it started, and its kernels, before it exits; so does stopping ``make lab`` (make does not
+pass SIGTERM on, so when make started this script, it stops JupyterLab once make is gone).
 
-Exit status: JupyterLab's own; 2 when ``--lesson`` names no lesson (one line says which
-exist).
+Exit status: JupyterLab's own; 128 + the signal's number when a signal or make's end stopped
+it; 2 when ``--lesson`` names no lesson (one line says which exist).
 """
 
 from __future__ import annotations
@@ -62,20 +65,54 @@ def lab_command(lesson: str, extra: list[str]) -> list[str]:
     return [*cmd, *extra]
 
 
-def server_url(pid: int, lesson: str, timeout_s: float = 120) -> str | None:
+def server_url(pid: int, lesson: str, timeout_s: float = 120,
+               stop: list[int] | None = None) -> str | None:
     """The URL (with its token) of the Jupyter server running as process ``pid``, opening
-    ``lesson``; None if it has not written its runtime file within ``timeout_s`` seconds."""
+    ``lesson``; None if it has not written its runtime file within ``timeout_s`` seconds, or
+    as soon as ``stop`` is not empty (a signal asked this script to stop)."""
     from jupyter_core.paths import jupyter_runtime_dir
     from jupyter_server.serverapp import list_running_servers
 
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop:
         for info in list_running_servers(jupyter_runtime_dir()):
             if info.get("pid") == pid:
                 token = f"?token={info['token']}" if info.get("token") else ""
                 return f"{info['url'].rstrip('/')}/lab/tree/{lesson}{token}"
         time.sleep(0.5)
     return None
+
+
+#: How long JupyterLab gets to shut down (kernels included) after SIGTERM before it is killed.
+STOP_GRACE_S = 20.0
+
+
+def wait_and_stop(proc: subprocess.Popen[bytes], stop: list[int],
+                  parent: int | None = None, poll_s: float = 0.5) -> int:
+    """Wait for ``proc`` (JupyterLab) to end; return its exit status.
+
+    When a signal number lands in ``stop`` (the signal handlers append it), or when
+    ``parent`` is given and this process's parent is no longer that process (make was
+    stopped), sends ``proc`` SIGTERM, waits up to :data:`STOP_GRACE_S` seconds for it to shut
+    down, kills it if it has not, and returns 128 + the signal's number (SIGTERM for a
+    parent that went away)."""
+    while True:
+        try:
+            code = proc.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            return 128 + stop[0] if stop else code
+        if not stop and parent is not None and os.getppid() != parent:
+            stop.append(signal.SIGTERM)
+        if stop:
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            return 128 + stop[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,16 +127,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"Starting JupyterLab on {lesson} (from {sys.prefix}); the address to open follows "
           f"once it is up.", flush=True)
+    stop: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda signum, frame: stop.append(signum))
+    # Ctrl-C in the terminal reaches JupyterLab too (same process group); it asks to confirm
+    # and stops, and this process waits for it. Without a terminal, SIGINT stops it as TERM.
+    signal.signal(signal.SIGINT, signal.SIG_IGN if sys.stdin.isatty()
+                  else lambda signum, frame: stop.append(signum))
+    parent = os.getppid() if os.environ.get("MAKELEVEL") else None  # started by make
     proc = subprocess.Popen(lab_command(lesson, extra), env=course_env(dict(os.environ)))
-    # Ctrl-C reaches JupyterLab too (same process group); it asks to confirm and stops, and
-    # this process waits for it instead of leaving it behind.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    url = server_url(proc.pid, lesson)
-    if url and proc.poll() is None:
+    url = server_url(proc.pid, lesson, stop=stop)
+    if url and proc.poll() is None and not stop:
         rule = "=" * 72
-        print(f"\n{rule}\nJupyterLab is running. Open this address in your browser:\n\n    {url}\n"
-              f"\nCtrl-C here stops it.\n{rule}\n", flush=True)
-    return proc.wait()
+        print(f"\n{rule}\nJupyterLab is running. Open this address in your browser:\n\n"
+              f"    {url}\n\nCtrl-C here stops it.\n{rule}\n", flush=True)
+    return wait_and_stop(proc, stop, parent)
 
 
 if __name__ == "__main__":

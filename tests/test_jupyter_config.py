@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -82,3 +88,84 @@ def test_make_lesson_without_a_number_says_how_and_exits_2():
     run = subprocess.run(["make", "-s", "lesson"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 2
     assert "make lesson N=05" in run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------- stopping make lab
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_a_stop_signal_terminates_jupyterlab_and_waits_for_it():
+    lab, child = _lab(), _sleeper()
+    assert lab.wait_and_stop(child, [signal.SIGTERM], poll_s=0.05) == 128 + signal.SIGTERM
+    assert child.poll() is not None
+
+
+def test_when_make_is_gone_jupyterlab_is_stopped():
+    lab, child = _lab(), _sleeper()
+    not_my_parent = os.getppid() + 1
+    assert lab.wait_and_stop(child, [], parent=not_my_parent, poll_s=0.05) == 143
+    assert child.poll() is not None
+
+
+def test_jupyterlab_ending_by_itself_gives_its_own_exit_status():
+    lab = _lab()
+    child = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert lab.wait_and_stop(child, [], parent=os.getppid(), poll_s=0.05) == 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                           text=True, check=False).stdout.split()
+    return [int(p) for p in found]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/proc").is_dir() or shutil.which("make") is None,
+                    reason="needs make and /proc")
+@pytest.mark.parametrize("target", ["lab.py", "make"])
+def test_term_to_make_lab_or_lab_py_stops_the_jupyterlab_it_started(tmp_path, target):
+    command = [sys.executable, str(ROOT / "scripts" / "lab.py"), "--lesson", "01",
+               "--no-browser", f"--port={_free_port()}"]
+    if target == "make":  # the recipe make lab runs, without make lab's install step
+        (tmp_path / "Makefile").write_text("lab:\n\t@" + " ".join(command) + "\n")
+        command = ["make", "-s", "-C", str(tmp_path), "lab"]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    jupyter = []
+    try:
+        for line in proc.stdout:
+            if "Open this address" in line:
+                break
+        lab_pid = proc.pid if target == "lab.py" else _children(proc.pid)[0]
+        jupyter = _children(lab_pid)
+        assert jupyter and all(_alive(p) for p in jupyter)
+        proc.terminate()
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(_alive(p) for p in jupyter) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in jupyter), "JupyterLab is still running"
+    finally:
+        for pid in [proc.pid, *jupyter]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
