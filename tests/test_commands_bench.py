@@ -7,12 +7,15 @@ from pathlib import Path
 
 from primer.__main__ import main
 from primer.commands.bench import (
+    Overhead,
     ZeroLatencyLLM,
     agent_variant,
     async_fan_out,
     async_variant,
     bench_config,
     fan_out,
+    fastest_ratio,
+    growth,
     hand_written_loop,
     import_ms,
     noop,
@@ -21,6 +24,7 @@ from primer.commands.bench import (
     peak_memory_mib,
     scripted_llm,
     side_by_side,
+    verdict,
 )
 from primer.harness.production import run_production
 
@@ -72,11 +76,16 @@ def test_bench_quick_prints_each_ratio_against_its_target(capsys):
     main(["bench", "--quick"])
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "load average" in out.splitlines()[0]
-    for text in ("default config vs the hand-written loop", "tool_timeout_s=None vs the "
-                 "hand-written loop", "growth 40 -> 320 steps", "trace writer",
-                 "async fan-out, 8 async tools of 100 ms", "async model and tool vs the sync "
-                 "loop", "importing the core"):
-        assert text in out and "(target <=" in out.split(text, 1)[1].splitlines()[0]
+    judged = ("default config vs the hand-written loop", "tool_timeout_s=None vs the "
+              "hand-written loop", "growth 200 -> 1,000 steps, default config",
+              "growth 200 -> 1,000 steps, tool_timeout_s=None", "growth 40 -> 320 steps",
+              "trace writer, extra per step", "async model and tool vs the sync loop")
+    for text in judged + ("async fan-out, 8 async tools of 100 ms", "importing the core"):
+        line = out.split(text, 1)[1].splitlines()[0]
+        assert "(target <=" in line and line.endswith(("ok", ")"))  # ok, or MISSED by … (…)
+        assert line.endswith("ok") or " MISSED by " in line
+    for text in judged:  # each says what it is judged on, with the median beside it
+        assert "(fastest rounds, CPU time; median wall " in out.split(text, 1)[1].splitlines()[0]
     assert out.count("x the slowest call") == 4
     assert "run_agent, the core alone" in out and "sync model and tool vs the sync loop" in out
     assert "peak memory of a 1,000-step run" in out
@@ -94,3 +103,29 @@ def test_the_async_variants_run_exactly_the_steps_asked_for():
 def test_async_fan_out_is_wall_time_over_the_call_and_at_least_one():
     f = async_fan_out(4, 0.01, repeats=1)
     assert f.calls == 4 and f.slowest_s == 0.01 and f.efficiency == f.wall_s / 0.01 >= 1.0
+
+
+def test_a_variant_s_figures_come_from_its_rounds_and_targets_judge_the_fastest():
+    o = Overhead(10, walls=(30.0, 12.0, 50.0), cpus=(29.0, 11.0, 20.0))
+    assert (o.wall_us, o.cpu_us, o.fastest_wall_us, o.fastest_cpu_us) == (30.0, 20.0, 12.0, 11.0)
+    hand = Overhead(10, walls=(4.0, 2.0, 9.0), cpus=(4.0, 2.0, 3.0))
+    assert fastest_ratio(o, hand) == 5.5  # a slow round on either side does not move it
+    by_steps = {200: {"hand-written loop": hand, "v": o},
+                1_000: {"hand-written loop": Overhead(50, (3.0,), (2.5,)),
+                        "v": Overhead(50, (16.5,), (15.0,))}}
+    assert growth(by_steps, "v") == (15.0 / 2.5) / (11.0 / 2.0)
+
+
+def test_a_met_target_reads_ok_and_a_miss_says_how_far_off_it_is():
+    assert verdict(1.2, 1.2) == verdict(0.5, 1.2) == "ok"
+    assert verdict(1.26, 1.2) == "MISSED by 0.06x (1.26x vs <= 1.20x)"
+    assert verdict(30.6, 25, " µs", 1) == "MISSED by 5.6 µs (30.6 µs vs <= 25.0 µs)"
+
+
+def test_side_by_side_runs_the_variants_in_turn_and_a_fast_one_several_times_a_round():
+    calls: list[tuple[str, int]] = []
+    figures = side_by_side({"a": lambda n: calls.append(("a", n)),
+                            "b": lambda n: calls.append(("b", n))},
+                           {"a": 3, "b": 5}, 2, runs={"b": 2})
+    assert calls == [("a", 3), ("b", 5), ("b", 5)] * 2
+    assert figures["a"].steps == 3 and len(figures["a"].walls) == len(figures["b"].cpus) == 2
