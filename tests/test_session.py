@@ -326,6 +326,22 @@ def test_a_cap_that_cannot_be_one_is_refused_by_name(cap, bad):
         support_session(**{cap: bad})
 
 
+@pytest.mark.parametrize("cap, bad", [("max_turns", float("nan")), ("max_turns", "3"),
+                                      ("max_turns", -1), ("max_tokens_total", float("nan")),
+                                      ("max_tokens_total", -5), ("max_cost_usd", float("nan")),
+                                      ("max_cost_usd", float("inf")), ("max_cost_usd", "1"),
+                                      ("max_cost_usd", -1.0)])
+def test_a_cap_set_after_the_session_was_made_is_checked_like_one_given_to_it(cap, bad):
+    session = support_session(max_turns=2, max_tokens_total=10**6, max_cost_usd=10.0)
+    session.send(support_chat.QUESTIONS[0])
+    with pytest.raises(ValueError, match=f"Session: {cap} is a .* above 0, or None, not "):
+        setattr(session, cap, bad)
+    assert session.caps == {"max_turns": 2, "max_tokens_total": 10**6, "max_cost_usd": 10.0}
+    session.max_turns = 1  # a good value is taken, and holds
+    with pytest.raises(SessionCapReached, match="max_turns is 1"):
+        session.send(support_chat.QUESTIONS[1])
+
+
 def test_a_turn_keeps_the_cap_that_ended_it_through_its_dict():
     session, _ = counted_session(max_cost_usd=0.02)
     for question in support_chat.QUESTIONS[:3]:

@@ -102,9 +102,38 @@ def test_a_session_another_process_went_on_with_is_not_overwritten(tmp_path):
     here, there = load_support(SessionStore(tmp_path)), load_support(SessionStore(tmp_path))
     there.send(support_chat.QUESTIONS[1])
     saved = read_session(tmp_path, "support-42")
-    with pytest.raises(SessionError, match="another process went on with it"):
+    with pytest.raises(SessionError, match="the session changed since it was loaded; "
+                                           "load it again"):
         here.send(support_chat.QUESTIONS[2])
     assert read_session(tmp_path, "support-42") == saved
+
+
+def test_two_copies_loaded_from_one_store_cannot_both_go_on(tmp_path):
+    store = SessionStore(tmp_path)
+    capped_support(store, max_turns=2).send(support_chat.QUESTIONS[0])
+    one, two = (store.load("capped", support_chat.make_llm(), support_chat.make_tools(),
+                           config=support_chat.CONFIG) for _ in range(2))
+    one.send(support_chat.QUESTIONS[1])
+    saved = read_session(tmp_path, "capped")
+    with pytest.raises(SessionError, match="the session changed since it was loaded; load it "
+                                           "again"):
+        two.send(support_chat.QUESTIONS[2])
+    assert read_session(tmp_path, "capped") == saved and len(saved.turns) == 2
+    again = store.load("capped", support_chat.make_llm())
+    with pytest.raises(SessionCapReached, match="max_turns"):
+        again.send(support_chat.QUESTIONS[2])
+
+
+def test_a_reply_that_ends_in_a_space_is_saved_and_loads_back(tmp_path):
+    from primer.loop.model import ScriptedLLM
+
+    store = SessionStore(tmp_path)
+    session = store.new(ScriptedLLM(lambda messages: "ok "), session_id="spacey")
+    session.send("Hello")
+    loaded = store.load("spacey", ScriptedLLM(lambda messages: "fine"))
+    assert loaded.messages == session.messages
+    loaded.send("And again?")
+    assert read_session(tmp_path, "spacey").turns[-1].final_text == "fine"
 
 
 def test_a_message_that_is_not_json_is_refused_and_nothing_is_written(tmp_path):
@@ -256,6 +285,27 @@ def test_damaged_caps_are_refused_before_anything_is_sent(tmp_path, caps, why):
     with pytest.raises(SessionError, match="session 'capped'") as e:
         SessionStore(tmp_path).load("capped", support_chat.make_llm())
     assert why in str(e.value) and "the store is damaged" in str(e.value)
+
+
+@pytest.mark.parametrize("caps", ["{}", '{"max_turns": null}'])
+def test_caps_that_do_not_name_every_cap_are_refused_not_read_as_no_cap(tmp_path, caps):
+    capped_support(SessionStore(tmp_path), max_turns=1).send(support_chat.QUESTIONS[0])
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.execute("UPDATE sessions SET caps = ?", (caps,))
+    with pytest.raises(SessionError, match="max_cost_usd is missing.*the store is damaged"):
+        SessionStore(tmp_path).load("capped", support_chat.make_llm())
+
+
+def test_a_version_2_store_whose_caps_column_was_dropped_is_damaged(tmp_path):
+    capped_support(SessionStore(tmp_path), max_turns=1).send(support_chat.QUESTIONS[0])
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.execute("ALTER TABLE sessions DROP COLUMN caps")
+    for read in (lambda: SessionStore(tmp_path).load("capped", support_chat.make_llm()),
+                 lambda: read_session(tmp_path, "capped")):
+        with pytest.raises(SessionError, match="schema version 2.*no caps column.*damaged"):
+            read()
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:  # nothing was added back
+        assert not any(r[1] == "caps" for r in db.execute("PRAGMA table_info(sessions)"))
 
 
 V1_SCHEMA = """

@@ -32,7 +32,7 @@ import os
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import pydantic
 
@@ -94,6 +94,34 @@ def cap_problem(name: str, value: Any) -> str | None:
         what = "a whole number of" if name != "max_cost_usd" else "a number of"
         return f"{name} is {what} {_CAP_UNITS[name]} above 0, or None, not {value!r}"
     return None
+
+
+N = TypeVar("N", int, float)
+
+
+class _Cap(Generic[N]):
+    """A session cap as an attribute: every value set is checked with :func:`cap_problem`,
+    so a cap set after the session was made (``session.max_turns = 5``) is held to what
+    :class:`Session` holds its arguments to (``ValueError`` naming the cap)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Cap[N]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> N | None: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> _Cap[N] | N | None:
+        if obj is None:
+            return self
+        value: N | None = getattr(obj, self.slot, None)
+        return value
+
+    def __set__(self, obj: object, value: N | None) -> None:
+        problem = cap_problem(self.name, value)
+        if problem is not None:
+            raise ValueError(f"Session: {problem}")
+        setattr(obj, self.slot, value)
 
 
 @dataclass
@@ -197,8 +225,21 @@ class Session:
     last call can pass what was left). Once a cap is used up, :meth:`send` raises
     :class:`SessionCapReached` before anything is sent; :attr:`cap_reached` names it. The
     caps are attributes: raise one to go on. Raises ``ValueError`` for a cap that is not a
-    number above 0 (a whole number for turns and tokens).
+    number above 0 (a whole number for turns and tokens), given here or set later.
+
+    Two copies of one stored session (loaded twice) are one conversation: the store saves
+    a turn only if nothing was saved since this copy was loaded or last saved, else it
+    raises :class:`SessionError` ("load it again"). That check comes after the turn ran,
+    so the refused copy's turn was sent (and paid for) though it is not kept; caps count
+    only what this copy knew of.
     """
+
+    #: Turns the conversation may have (``None``: no cap).
+    max_turns: _Cap[int] = _Cap()
+    #: Tokens (prompt plus output, every turn's) the conversation may use (``None``: no cap).
+    max_tokens_total: _Cap[int] = _Cap()
+    #: Dollars (USD) the conversation may spend (``None``: no cap).
+    max_cost_usd: _Cap[float] = _Cap()
 
     def __init__(self, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
                  system: str = "", config: AgentConfig | None = None,
@@ -215,11 +256,8 @@ class Session:
         problems = [p for name, value in caps.items() if (p := cap_problem(name, value))]
         if problems:
             raise ValueError("Session: " + "; ".join(problems))
-        #: Turns the conversation may have (``None``: no cap).
         self.max_turns = max_turns
-        #: Tokens (prompt plus output, every turn's) the conversation may use (``None``: no cap).
         self.max_tokens_total = max_tokens_total
-        #: Dollars (USD) the conversation may spend (``None``: no cap).
         self.max_cost_usd = max_cost_usd
         self.id = session_id or new_session_id()
         self.llm, self.system, self.config = llm, system, config or AgentConfig()

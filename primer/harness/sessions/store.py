@@ -21,11 +21,14 @@ The schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`; a newer file is re
     turns(session_id, turn, record)           -- one Turn.to_dict() as JSON per row
 
 Times are seconds since the epoch (UTC); ``caps`` is the session's caps as a JSON object
-(:data:`~primer.harness.sessions.session.SESSION_CAPS`, absent or ``null``: no cap). A save
-appends only what is new: the messages from the first one that changed (normally the ones
-this turn added) and the new turn records, and writes the caps again. A store of schema
-version 1 (no ``caps`` column) gets the column when a :class:`SessionStore` opens it; read
-only, its sessions have no caps.
+naming every one of :data:`~primer.harness.sessions.session.SESSION_CAPS` (``null``: no
+cap). A cap missing from it is refused as damage, not read as no cap, so that emptying the
+column does not lift a session's caps (rewriting them to ``null`` still would: rows are not
+signed). A save appends only what is new: the messages from the first one that changed
+(normally the ones this turn added) and the new turn records, and writes the caps again.
+A store of schema version 1 (no ``caps`` column) gets the column, every cap ``null``, when
+a :class:`SessionStore` opens it; read only, its sessions have no caps. A store of version
+2 without the column is damaged.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import json
 import re
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -63,10 +67,13 @@ BUSY_TIMEOUT_S = 10.0
 #: What a session id may be: letters, digits and ``._:@-``, at most 128 characters.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
-_SCHEMA = """
+#: The ``caps`` of a session without caps: every cap named, each ``null``.
+NO_CAPS = json.dumps(dict.fromkeys(SESSION_CAPS))
+
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, system TEXT NOT NULL,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL, caps TEXT NOT NULL DEFAULT '{}');
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, caps TEXT NOT NULL DEFAULT '{NO_CAPS}');
 CREATE TABLE IF NOT EXISTS messages (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     position INTEGER NOT NULL, message TEXT NOT NULL,
@@ -76,8 +83,8 @@ CREATE TABLE IF NOT EXISTS turns (
     turn INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (session_id, turn));
 """
-#: Version 1 to 2: the sessions' caps.
-_ADD_CAPS = "ALTER TABLE sessions ADD COLUMN caps TEXT NOT NULL DEFAULT '{}'"
+#: Version 1 to 2: the sessions' caps, each ``null`` (a version 1 session has none).
+_ADD_CAPS = f"ALTER TABLE sessions ADD COLUMN caps TEXT NOT NULL DEFAULT '{NO_CAPS}'"
 
 
 class _Stored(enum.Enum):
@@ -170,12 +177,15 @@ class SessionStore:
                 raise SessionError(f"{self.path} has no {missing} table: the store is damaged "
                                    f"(or not a session store); nothing was changed")
             elif not _has_caps(db):  # schema version 1: add the caps
+                _check_caps_column(db, self.path)
                 db.execute("BEGIN IMMEDIATE")
                 if not _has_caps(db):  # (another process may have added them meanwhile)
                     db.execute(_ADD_CAPS)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        #: per session id: (messages as last saved or loaded, turns saved)
-        self._saved: dict[str, tuple[list[Message], int]] = {}
+        #: per session object made or loaded here: (messages as last saved or loaded,
+        #: turns saved); per object, so that two copies of one session are told apart
+        self._saved: weakref.WeakKeyDictionary[Session, tuple[list[Message], int]] = \
+            weakref.WeakKeyDictionary()
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -211,7 +221,7 @@ class SessionStore:
             except sqlite3.IntegrityError:
                 raise SessionError(f"a session {session_id!r} is already in {self.path}; "
                                    f"load it, or choose another id") from None
-        self._saved[session_id] = ([], 0)
+        self._saved[session] = ([], 0)
         return session
 
     def load(self, session_id: str, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
@@ -237,7 +247,7 @@ class SessionStore:
         session = Session(llm, tools, system=stored.system, config=config, hooks=hooks,
                           messages=stored.messages, turns=stored.turns, session_id=session_id,
                           store=self, **caps)  # type: ignore[arg-type]
-        self._saved[session_id] = (list(session.messages), len(session.turns))
+        self._saved[session] = (list(session.messages), len(session.turns))
         return session
 
     def read(self, session_id: str) -> StoredSession:
@@ -263,7 +273,8 @@ class SessionStore:
         with self._db() as db:
             db.execute("PRAGMA foreign_keys = ON")
             gone = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
-        self._saved.pop(session_id, None)
+        for session in [s for s in self._saved if s.id == session_id]:
+            del self._saved[session]
         return bool(gone)
 
     def save(self, session: Session) -> None:
@@ -276,7 +287,7 @@ class SessionStore:
         saved turns to it since it was loaded here (load it again), or when a message is not
         JSON; nothing is written then.
         """
-        saved, saved_turns = self._saved.get(session.id, ([], None))
+        saved, saved_turns = self._saved.get(session, ([], None))
         if saved_turns is None:
             raise SessionError(f"session {session.id!r} was not created or loaded by this "
                                f"store ({self.path}); use store.new() or store.load()")
@@ -294,18 +305,22 @@ class SessionStore:
             db.execute("BEGIN IMMEDIATE")
             stored = db.execute("SELECT COUNT(*) FROM turns WHERE session_id = ?",
                                 (session.id,)).fetchone()[0]
-            if stored != saved_turns:
+            stored_messages = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?",
+                                         (session.id,)).fetchone()[0]
+            if (stored, stored_messages) != (saved_turns, len(saved)):
                 raise SessionError(
-                    f"session {session.id!r} has {stored} turns in {self.path}, not the "
-                    f"{saved_turns} it had when loaded here: another process went on with "
-                    f"it. Load it again; this turn was not saved.")
+                    f"session {session.id!r}: the session changed since it was loaded; load "
+                    f"it again. It has {stored} turns and {stored_messages} messages in "
+                    f"{self.path}, not the {saved_turns} and {len(saved)} this copy loaded "
+                    f"or saved: another process, or another copy loaded from the store, "
+                    f"went on with it. This turn was not saved.")
             db.execute("DELETE FROM messages WHERE session_id = ? AND position >= ?",
                        (session.id, start))
             db.executemany("INSERT INTO messages VALUES (?, ?, ?)", rows)
             db.executemany("INSERT OR REPLACE INTO turns VALUES (?, ?, ?)", records)
             db.execute("UPDATE sessions SET updated_at = ?, caps = ? WHERE id = ?",
                        (self.clock(), json.dumps(session.caps), session.id))
-        self._saved[session.id] = (list(session.messages), len(session.turns))
+        self._saved[session] = (list(session.messages), len(session.turns))
 
 
 def _first_changed(saved: Sequence[Message], now: Sequence[Message]) -> int:
@@ -371,8 +386,20 @@ def _has_caps(db: sqlite3.Connection) -> bool:
     return any(r[1] == "caps" for r in db.execute("PRAGMA table_info(sessions)"))
 
 
+def _check_caps_column(db: sqlite3.Connection, path: Path) -> None:
+    """:class:`SessionError` for a store of schema version 2 or later without its ``caps``
+    column: it was dropped (a version 1 store never had one)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version >= 2:
+        raise SessionError(f"{path} (schema version {version}) has no caps column in its "
+                           f"sessions table: the store is damaged; nothing was changed")
+
+
 def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
-    caps_column = "caps" if _has_caps(db) else "'{}'"
+    has_caps = _has_caps(db)
+    if not has_caps:
+        _check_caps_column(db, path)
+    caps_column = "caps" if has_caps else repr(NO_CAPS)
     row = db.execute(f"SELECT system, created_at, updated_at, {caps_column} FROM sessions "
                      f"WHERE id = ?", (session_id,)).fetchone()
     if row is None:
@@ -398,7 +425,7 @@ def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
             raise SessionError(f"{where}: message {safe_repr(position)} "
                                f"({_turn_of(len(messages), turns)}) {e}; the store is "
                                f"damaged") from None
-    problems = messages_problems(messages) if messages else []
+    problems = _history_problems(messages)
     if problems:
         found = re.match(r"messages\.(\d+)", problems[0])
         turn = _turn_of(int(found.group(1)), turns) if found else "its history"
@@ -406,6 +433,17 @@ def _read(db: sqlite3.Connection, path: Path, session_id: str) -> StoredSession:
                            f"({problems[0]}); the store is damaged, nothing was sent")
     return StoredSession(session_id, system, messages, turns, float(created), float(updated),
                          caps)
+
+
+def _history_problems(messages: list[Message]) -> list[str]:
+    """Why the Messages API would refuse a stored history as the next turn sends it: with a
+    user message after it. So its last message is not the request's final one, and the rule
+    for that (an assistant's text may not end in whitespace) does not apply: a reply that
+    ends in a space is saved, and must load."""
+    if not messages:
+        return []
+    final = f"messages.{len(messages) - 1}: final assistant content cannot end with trailing"
+    return [p for p in messages_problems(messages) if not p.startswith(final)]
 
 
 def _caps(where: str, raw: Any) -> dict[str, float | None]:
@@ -419,6 +457,8 @@ def _caps(where: str, raw: Any) -> dict[str, float | None]:
         raise SessionError(f"{where}: its caps are not a JSON object; the store is damaged")
     problems = [f"{safe_repr(k)} is not a cap" for k in caps if k not in SESSION_CAPS]
     problems += [p for k in SESSION_CAPS if (p := cap_problem(k, caps.get(k)))]
+    problems += [f"{k} is missing (a session without it stores null)" for k in SESSION_CAPS
+                 if k not in caps]
     if problems:
         raise SessionError(f"{where}: its caps cannot be used ({'; '.join(problems)}); the "
                            f"store is damaged")
