@@ -452,12 +452,154 @@ def stuck() -> None:
         "each guessing a new name", c, [tool_def("restart_service", service="string")])
 
 
+def _turns(name: str, expected: str, source: str, task: str,
+           turns: list[list[tuple[Any, ...]]], answer: str | None,
+           tools: list[dict[str, Any]]) -> None:
+    """A conversation from turns of parallel calls ``(tool, input, result[, is_error])``."""
+    c = Convo(task)
+    for turn in turns:
+        ids = c.call(*[(t[0], t[1]) for t in turn])
+        c.results(ids, *[t[2] for t in turn], error=any(len(t) > 3 and t[3] for t in turn))
+    if answer is not None:
+        c.answer(answer)
+    add(name, expected, source, c, tools)
+
+
+def edge_cases() -> None:
+    """Runs that once fooled a detector: healthy ones whose data holds error words, empty
+    results that are the answer, amounts written the way people write them; and stuck ones
+    whose rate limits and errors do not use the usual words."""
+    order = {"order_id": "A1", "total": 5900}
+    get_order = [tool_def("get_order", id="string")]
+    why = "hand-written edge case: "
+    _turns("healthy-polling-until-done", "healthy", why + "one status polled until it "
+           "changed to done", "Export my report and tell me when it is ready.",
+           [[("start_export", {"report": "q3"}, {"job_id": "j-77", "status": "queued"})]]
+           + [[("job_status", {"job_id": "j-77"}, {"status": "running"})]] * 3
+           + [[("job_status", {"job_id": "j-77"}, {"status": "done",
+                                                   "url": "https://x/r.csv"})]],
+           "Your export is ready: https://x/r.csv",
+           [tool_def("start_export", report="string"), tool_def("job_status", job_id="string")])
+    _turns("healthy-retry-recovers", "healthy", why + "the same call retried after two "
+           "marked timeouts, then it worked", "Get order A1",
+           [[("get_order", {"id": "A1"}, "timeout", True)]] * 2
+           + [[("get_order", {"id": "A1"}, order)]], "Order A1 totals 5,900.", get_order)
+    for name, how, answer in [
+            ("healthy-amount-french", "a space as the thousands separator",
+             "La commande A1 s'élève à 5 900 €."),
+            ("healthy-amount-arabic-digits", "Arabic-Indic digits", "مجموع الطلب ٥٩٠٠ روبية"),
+            ("healthy-amount-k-suffix", "5.9k", "Order A1 totals 5.9k."),
+            ("healthy-amount-german", "5.900,00 €", "Die Bestellung A1 kostet 5.900,00 €.")]:
+        _turns(name, "healthy", why + how, "What is order A1's total?",
+               [[("get_order", {"id": "A1"}, order)]], answer, get_order)
+    _turns("healthy-amount-lakh", "healthy", why + "an amount grouped in lakhs",
+           "What is the order's total?", [[("get_order", {"id": "A1"}, {"total": 590000})]],
+           "The order totals ₹5,90,000.", get_order)
+    _turns("healthy-date-german", "healthy", why + "a German date, '4. März 2026'",
+           "Wann wird A1 geliefert?", [[("get_order", {"id": "A1"},
+                                         {"delivery": "2026-03-04"})]],
+           "A1 wird am 4. März 2026 geliefert.", get_order)
+    _turns("healthy-percent-change", "healthy", why + "a percent change of two values",
+           "How did sales change?", [[("sales", {"id": "q"}, {"q2": 80, "q3": 100})]],
+           "Sales rose 25% from 80 to 100.", [tool_def("sales", id="string")])
+    _turns("healthy-numbered-list", "healthy", why + "an answer as a numbered list",
+           "What does X-1 cost?", [[("get_price", {"id": "X-1"}, {"price": 19.99})]],
+           "1. The price is 19.99 EUR.\n2. Shipping is free.\n3. Taxes included.",
+           [tool_def("get_price", id="string")])
+    _turns("healthy-filtered-count", "healthy", why + "'2 of 3', a count of items that "
+           "match", "How many of my orders shipped?",
+           [[("orders", {"id": "c1"}, {"orders": [{"id": "A", "shipped": True},
+                                                  {"id": "B", "shipped": True},
+                                                  {"id": "C", "shipped": False}]})]],
+           "2 of your 3 orders have shipped.", [tool_def("orders", id="string")])
+    _turns("healthy-time-12h", "healthy", why + "18:00 written as 6 pm",
+           "When does the store open?",
+           [[("hours", {"id": "s1"}, {"opens": "09:30", "closes": "18:00"})]],
+           "The store opens at 9:30 am and closes at 6 pm.", [tool_def("hours", id="string")])
+    _turns("healthy-negative-balance", "healthy", why + "-42.5 said as 'owe 42.50'",
+           "What is my balance?", [[("balance", {"id": "c"}, {"balance": -42.5})]],
+           "Your balance is -42.50 (you owe 42.50).", [tool_def("balance", id="string")])
+    _turns("healthy-link-checker", "healthy", why + "a 404 status as data",
+           "Which of my links are broken?",
+           [[("check_url", {"url": f"https://ex.com/{p}"},
+              {"url": f"https://ex.com/{p}", "status": 404})] for p in "abc"]
+           + [[("check_url", {"url": "https://ex.com/d"},
+                {"url": "https://ex.com/d", "status": 200})]],
+           "Three links are broken (/a, /b, /c); /d is fine.", [tool_def("check_url",
+                                                                          url="string")])
+    _turns("healthy-log-search", "healthy", why + "results that open with ERROR as data",
+           "Any errors in the logs today?",
+           [[("search_logs", {"q": f"svc{i}"}, f"ERROR lines for svc{i}: none")]
+            for i in range(3)], "No errors in any of the 3 services.",
+           [tool_def("search_logs", q="string")])
+    _turns("healthy-lint-errors", "healthy", why + "an 'errors' list as data",
+           "Lint my three files",
+           [[("lint", {"file": f"f{i}.py"}, {"file": f"f{i}.py",
+                                            "errors": ["E501 line too long"]})]
+            for i in range(3)], "Each of the three files has one E501 (line too long) error.",
+           [tool_def("lint", file="string")])
+    _turns("healthy-failed-field", "healthy", why + "results that open with 'Failed' as data",
+           "How many payments failed?",
+           [[("payments", {"id": f"d{i}"}, f"Failed payments on day {i}: 0")]
+            for i in range(1, 4)], "No payments failed in the last 3 days.",
+           [tool_def("payments", id="string")])
+    _turns("healthy-429-as-sku", "healthy", why + "429 as a SKU",
+           "How many units of SKU 429 do we have and in store 7?",
+           [[("stock", {"sku": "429", "store": st}, {"sku": 429, "on_hand": n})]
+            for st, n in (("7", 12), ("8", 3), ("9", 0))],
+           "Store 7 has 12 units of SKU 429.", [tool_def("stock", sku="string", store="string")])
+    _turns("healthy-slow-down-in-data", "healthy", why + "'slow down' in the data",
+           "Any traffic advisories?",
+           [[("advisory", {"road": r}, {"road": r, "text": "Roadworks: slow down to 30"})]
+            for r in ("A1", "A2")] + [[("advisory", {"road": "A3"},
+                                        {"road": "A3", "text": "clear"})]],
+           "Roadworks on A1 and A2 (limit 30); A3 is clear.",
+           [tool_def("advisory", road="string")])
+    tickets = [tool_def("tickets", id="string")]
+    _turns("healthy-empty-for-each-customer", "healthy", why + "six lookups that each find "
+           "nothing, and the answer says so", "Do any of my 6 customers have open tickets?",
+           [[("tickets", {"id": f"c{i}"}, {"tickets": []})] for i in range(6)],
+           "None of your 6 customers has an open ticket.", tickets)
+    _turns("healthy-empty-parallel", "healthy", why + "the same six lookups in one turn",
+           "Do any of my 6 customers have open tickets?",
+           [[("tickets", {"id": f"c{i}"}, {"tickets": []}) for i in range(6)]],
+           "None of your 6 customers has an open ticket.", tickets)
+    _turns("healthy-deletes-return-nothing", "healthy", why + "six deletes, each returning ''",
+           "Delete A1..A6.", [[("delete", {"id": f"A{i}"}, "")] for i in range(1, 7)],
+           "Deleted all six.", [tool_def("delete", id="string")])
+    _turns("rate-limit-throttling-exception", "rate_limited", why + "an AWS-style "
+           "ThrottlingException returned as data, retried at once", "Get order A1",
+           [[("get_order", {"id": "A1", "attempt": str(i)},
+              {"__type": "ThrottlingException", "message": "Rate exceeded"})] for i in range(6)],
+           "Sorry, I couldn't fetch it.", [tool_def("get_order", id="string", attempt="string")])
+    _turns("rate-limit-exception-text", "rate_limited", why + "'TooManyRequestsException' "
+           "as plain text", "Get orders A0 to A5",
+           [[("get_order", {"id": f"A{i}"}, "TooManyRequestsException: RESOURCE_EXHAUSTED")]
+            for i in range(6)], "Sorry, I couldn't fetch them.", get_order)
+    _turns("errors-in-plain-words", "errors_as_text", why + "errors that never say 'error'",
+           "Get order A1",
+           [[("get_order", {"id": f"A{i}"}, t)] for i, t in enumerate(
+               ["Unable to connect to database", "Request timed out",
+                "Could not reach upstream", "Permission denied",
+                "Unable to connect to database", "Request timed out"])],
+           "Sorry, the order service is down.", get_order)
+    _turns("empty-results-nested", "empty_results", why + "empty results nested one level "
+           "down, and no answer", "Find my order",
+           [[("search_orders", {"q": q}, {"data": {"orders": []}, "total": 0})]
+            for q in ("smith", "Smith", "J Smith", "John Smith")], None,
+           [tool_def("search_orders", q="string")])
+    _turns("wrong-number-arabic-digits", "silent_wrong_answer", why + "a wrong total in "
+           "Arabic-Indic digits", "What is order A1's total?",
+           [[("get_order", {"id": "A1"}, order)]], "مجموع الطلب ٧٣٠٠ روبية", get_order)
+
+
 def main() -> None:
     healthy_dates()
     healthy_reformatted()
     healthy_shapes()
     from_frameworks()
     stuck()
+    edge_cases()
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.json"):
         old.unlink()

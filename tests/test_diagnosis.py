@@ -346,3 +346,36 @@ def test_tool_inputs_are_checked_with_one_checker_per_tool_not_one_per_call(monk
     monkeypatch.setattr(diagnosis, "Tool", counting)
     diagnose(trace)
     assert calls > len(trace.tools) and len(built) == len(trace.tools)
+
+
+def test_a_schema_with_a_dangling_ref_is_a_note_not_a_traceback(tmp_path):
+    path = tmp_path / "badref.json"
+    path.write_text(json.dumps({
+        "tools": [{"name": "t", "input_schema": {"$ref": "#/definitions/nope"}}],
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": [
+                         {"type": "tool_use", "id": "a", "name": "t", "input": {"x": 1}}]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": "a", "content": "r"}]},
+                     {"role": "assistant", "content": "done"}]}))
+    found = diagnose(path)
+    assert found.findings == []
+    assert any("input_schema of t cannot be checked" in n for n in found.notes)
+
+
+def test_many_numbers_in_an_answer_are_checked_quickly(tmp_path):
+    import time
+
+    numbers = " , ".join(str(i) for i in range(3000))
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "sum"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": numbers}]},
+        {"role": "assistant", "content": "sum " + " ".join(
+            str(i * 13.7) for i in range(3000))}]}))
+    start = time.monotonic()
+    diagnose(path)
+    assert time.monotonic() - start < 10

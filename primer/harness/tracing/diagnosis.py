@@ -14,7 +14,9 @@ The failure modes (:class:`FailureMode`), each defined narrowly so a healthy run
 ``repeats``
     one call (tool name + canonical input, as loop detection keys it:
     :func:`~primer.loop.loop.canonical_call`) requested ``repeat_threshold`` times (the
-    run's setting; 3 when the run had loop detection off). Guard: ``repeat_threshold``.
+    run's setting; 3 when the run had loop detection off), each getting the same result as
+    its last (polling until "done" and a retry that recovered are not loops). Guard:
+    ``repeat_threshold``.
 ``no_progress``
     ``no_progress_window`` tool results in a row were errors (the run's setting; 3 when off).
     Calls the harness answered "not run" do not count. Guard: ``no_progress_window``.
@@ -25,7 +27,8 @@ The failure modes (:class:`FailureMode`), each defined narrowly so a healthy run
     square of the calls. Guard: ``token_budget`` (the run's, else ``AgentConfig``'s default).
 ``context_rot``
     a prompt past ``compact_share`` of the context window (the run's setting; 0.6 when
-    off), by the harness's estimate (characters / 4). Guard: ``context_stop_share``.
+    off), by the harness's estimate (characters / 4), on two calls or in a run with no
+    answer. Guard: ``context_stop_share``.
 ``tool_hallucination``
     a call to a tool the run did not offer, or input that fails the tool's
     ``input_schema`` and was run anyway (a call the harness answered with a validation error
@@ -35,23 +38,29 @@ The failure modes (:class:`FailureMode`), each defined narrowly so a healthy run
     the inputs changing, and no result in that stretch new: each is empty, an error, or one
     that tool already returned. Guard: none of ours counts it; cap the tool calls of a run.
 ``rate_limited``
-    at least :data:`RATE_LIMIT_MIN` results that read as a rate limit (HTTP 429, "rate
-    limit", "Too Many Requests", "retry after"), each followed by another call.
+    at least :data:`RATE_LIMIT_MIN` results shaped like a rate limit (opening with "HTTP
+    429", "Rate limit", "Too Many Requests"; a JSON error of status 429 or naming one; an
+    ``is_error`` result naming one), each followed by another call. A SKU of 429 is not one.
 ``errors_as_text``
-    ``no_progress_window`` results in a row that read as errors ("Error: ...", an
-    ``{"error": ...}`` object, a status of 400 or more) though none is marked ``is_error``,
-    so a loop that counts ``is_error`` never stops on them.
+    ``no_progress_window`` results in a row shaped like errors ("Error: ...", "ValueError:
+    ...", an ``{"error": "..."}`` object, a status of 400+ with a message) though none is
+    marked ``is_error``, so a loop that counts ``is_error`` never stops on them. Data holding
+    such words (``{"errors": [...]}`` from a linter, ``{"status": 404}`` from a link
+    checker) is not.
 ``empty_results``
     :data:`EMPTY_MIN` successful results in a row that are empty (``{"orders": []}``,
-    ``[]``, "no results") with nothing found after them, in a run that ends without an
-    answer (or twice that many in a row before one).
+    ``[]``, "no results"; not ``""``, an action's result) with nothing found after them, in
+    a run that ends without an answer (or twice that many in a row before one, of one search
+    reworded: one lookup per item that finds nothing may be the answer).
 ``silent_wrong_answer``
     a final answer stating a number (not part of a name such as ``A123``) or a date that
     no successful tool result, the task, another user message or the system prompt contains.
     Values are compared, not text: ``5,900`` matches ``5900.0``, ``4 March 2026`` matches
     ``2026-03-04``; so does a value the answer derived in one step: a unit change (×/÷ 60,
     100, 1,000, 3,600, 24), rounding to the digits written, the length of a list in a result,
-    or the sum, difference, product or ratio of two supported values. It cannot see an
+    the number of tool calls, or the sum, difference, product, ratio or percent change of two
+    supported values. Signs are ignored; list markers, "2 of 3" and 12-hour times are not
+    checked. It cannot see an
     answer that contradicts a result in words ("in stock" for ``"in_stock": false``).
 ``cut_off``
     a reply that stopped at ``max_tokens`` holding a ``tool_use``: a half-written call.
@@ -149,8 +158,8 @@ _EXPLAINS = {
 
 #: Each detector's rule in one line, from the settings it uses (lesson 10 shows this table).
 RULES: dict[FailureMode, str] = {
-    FailureMode.REPEATS: f"one tool + input requested {DEFAULT_REPEAT_THRESHOLD} times "
-                         f"(or the run's repeat_threshold)",
+    FailureMode.REPEATS: f"one tool + input requested {DEFAULT_REPEAT_THRESHOLD} times, same "
+                         f"result (or the run's repeat_threshold)",
     FailureMode.ALTERNATION: f"{ALTERNATION_MIN_CALLS}+ calls in a row cycling between two "
                              f"tools, inputs changing, no result new",
     FailureMode.RATE_LIMITED: f"{RATE_LIMIT_MIN}+ results reading as a rate limit (429, "
@@ -293,6 +302,7 @@ class _Reading:
         self.steps: list[TraceStep] = trace.steps()
         self.replies: list[Reply] = [s.reply for s in self.steps]
         self.config: AgentConfig = trace.config
+        self.notes: list[str] = []  # what a detector could not check
 
     # ------------------------------------------------------------ the whole diagnosis
 
@@ -309,6 +319,7 @@ class _Reading:
                      self.unanswered):
             d.findings.extend(find())
         d.findings.extend(self.ending(d.findings, kind))
+        d.notes += self.notes
         return d
 
     def _is_conversation(self) -> bool:
@@ -333,9 +344,21 @@ class _Reading:
     def repeats(self) -> list[Finding]:
         threshold = self.config.repeat_threshold or DEFAULT_REPEAT_THRESHOLD
         where: dict[str, list[int]] = {}
+        answers: dict[str, list[str | None]] = {}  # each request's result (None: not run)
         for s in self.steps:
+            ran = {x.get("tool_use_id"): x for x in s.executions
+                   if x.get("error_kind") != "not_run"}
             for b in s.reply.tool_uses:
-                where.setdefault(canonical_call(b), []).append(s.index)
+                key = canonical_call(b)
+                where.setdefault(key, []).append(s.index)
+                x = ran.get(b.get("id"))
+                answers.setdefault(key, []).append(None if x is None else str(x.get("content")))
+        # a repeat whose result changed (polling until done, a retry that recovered) is not a
+        # loop: count only the requests that got the key's last result (or none)
+        for key, got in answers.items():
+            last = next((g for g in reversed(got) if g is not None), None)
+            where[key] = [i for i, g in zip(where[key], got, strict=True)
+                          if g is None or g == last]
         worst = max(where.items(), key=lambda kv: (len(kv[1]), -kv[1][0]), default=None)
         if worst is None or len(worst[1]) < threshold:
             return []
@@ -400,7 +423,7 @@ class _Reading:
     def rate_limited(self) -> list[Finding]:
         results = self._results()
         hits = [(k, i, x) for k, (i, x) in enumerate(results)
-                if _RATE_LIMIT.search(str(x.get("content", ""))[:500])]
+                if _reads_as_rate_limit(str(x.get("content", "")), bool(x.get("is_error")))]
         retried = [h for h in hits if h[0] + 1 < len(results)
                    or self._final_answer() is None and h[1] < len(self.steps)]
         if len(hits) < RATE_LIMIT_MIN or len(retried) < RATE_LIMIT_MIN - 1:
@@ -428,7 +451,7 @@ class _Reading:
         for k, (_, x) in enumerate(results):
             text = str(x.get("content", ""))
             as_text = (not x.get("is_error") and _reads_as_error(text)
-                       and not _RATE_LIMIT.search(text[:500]))
+                       and not _reads_as_rate_limit(text))
             streak = (streak[0], streak[1] + 1) if as_text else (k + 1, 0)
             longest = max(longest, streak, key=lambda r: r[1])
         best = results[longest[0]:longest[0] + longest[1]]
@@ -457,7 +480,10 @@ class _Reading:
         after = results[longest[0] + longest[1]:]
         found_later = any(not x.get("is_error") and not _is_empty(str(x.get("content", "")))
                           for _, x in after)
-        if (len(best) < EMPTY_MIN * (2 if answered else 1)) or found_later:
+        # a run that answered may have found that nothing is the answer (six customers, no
+        # open tickets): before an answer, only the same search reworded again and again
+        if (len(best) < EMPTY_MIN * (2 if answered else 1) or found_later
+                or answered and not _reworded([x.get("input") for _, x in best])):
             return []
         names = Counter(str(x.get("name")) for _, x in best)
         inputs = list(dict.fromkeys(compact_json(x.get("input")) for _, x in best))
@@ -521,8 +547,8 @@ class _Reading:
         sizes = [int(s.call.get("prompt_estimate") or 0) for s in self.steps]
         over = [s.index for s, p in zip(self.steps, sizes, strict=True)
                 if p > c.context_window * share]
-        if not over:
-            return []
+        if not over or len(over) < 2 and self._final_answer() is not None:
+            return []  # one big prompt that the run answered from is not a rotting context
         peak = max(sizes)
         at = sizes.index(peak) + 1
         return [Finding(FailureMode.CONTEXT_ROT, tuple(over),
@@ -552,7 +578,13 @@ class _Reading:
                     unknown.append((s.index, name))
                     continue
                 checker = checkers[name]
-                problem = checker.input_errors(b.get("input")) if checker else None
+                try:
+                    problem = checker.input_errors(b.get("input")) if checker else None
+                except Exception as e:  # noqa: BLE001 - e.g. a $ref to nowhere: no evidence
+                    checkers[name] = problem = None
+                    self.notes.append(f"the input_schema of {name} cannot be checked "
+                                      f"({one_line(f'{type(e).__name__}: {e}', 80)}); its "
+                                      f"calls' inputs are not checked")
                 result = ran.get(b.get("id"))
                 if problem and result is not None and not result.get("is_error"):
                     unchecked.append((s.index, name, problem))
@@ -593,15 +625,20 @@ class _Reading:
         for text in texts:
             found = _dates(text)
             dates |= {d for _, d in found}
+            support |= {float(d[0]) for _, d in found if d[0] is not None}  # "in 2026"
             support |= set(_numbers(_blank(text, found)))
             support |= {float(n) for n in _list_lengths(text)}
+        # the answer may count the calls it made ("none of the 3 services")
+        results = self._results()
+        support |= {float(len(results))}
+        support |= {float(n) for n in Counter(str(x.get("name")) for _, x in results).values()}
         said = _dates(answer)
         unsupported = [text for text, d in said
                        if d not in dates and (d[0] is not None or not any(
                            d[1:] == e[1:] for e in dates))]
-        derived = _derived(support)
-        unsupported += [text for text, value in _number_spans(_blank(answer, said))
-                        if not _supported(text, value, support, derived)]
+        check = _Support(support)
+        unsupported += [text for text, value in _number_spans(_not_amounts(_blank(answer, said)))
+                        if not check.supports(text, value)]
         if not unsupported:
             return []
         return [Finding(FailureMode.SILENT_WRONG_ANSWER, (len(self.steps),),
@@ -717,14 +754,25 @@ def _checker(definition: dict[str, Any]) -> Tool | None:
 
 # ------------------------------------------------------------ what a result says
 
-#: A result that reads as a rate limit.
+#: Words of a rate limit (looked for only in a result shaped like an error).
 _RATE_LIMIT = re.compile(r"\b429\b|rate[ _-]?limit|too many requests|quota exceeded|"
-                         r"retry[ _-]after|slow down", re.IGNORECASE)
-#: A result that reads as an error though it is not marked one.
-_ERROR_TEXT = re.compile(r"^\W*(error|exception|traceback|failed|failure|fatal)\b|"
-                         r"\bHTTP [45]\d\d\b", re.IGNORECASE)
+                         r"retry[ _-]after|slow down|throttl|rate exceeded", re.IGNORECASE)
+#: A plain-text result that opens like a rate limit: "429 ...", "Too Many Requests", ...
+_RATE_LIMIT_TEXT = re.compile(r"^\W*(?:(?:HTTP|error|status)\W*429\b|429\W+too many|"
+                              r"rate[ _-]?limit|\w*too ?many ?requests|quota exceeded|\w*throttl)",
+                              re.IGNORECASE)
+#: A plain-text result that opens like an error: "Error: ...", "ValueError: ...",
+#: "Failed to ...", "Traceback (most recent call last)", "HTTP 503".
+_ERROR_TEXT = re.compile(r"^\W*(?:(?:error|exception|fatal|failed|failure)\s*[:!\-\u2014]|"
+                         r"failed to\b|could not\b|unable to\b|permission denied\b|"
+                         r"(?:request |connection )?timed out\b|service (?:temporarily )?"
+                         r"unavailable\b|\w*(?:Error|Exception)\s*:|"
+                         r"traceback \(most recent|HTTP [45]\d\d\b)", re.IGNORECASE)
+#: Keys of a JSON object that carry an error's message beside its status.
+_ERROR_KEYS = ("error", "message", "detail", "error_message")
 _EMPTY_TEXT = re.compile(r"^\W*(no (results?|matches|records?|items?)( found)?|nothing found|"
-                         r"0 results?|none)\W*$", re.IGNORECASE)
+                         r"0 results?|none)\W*$|^\W*no (?:[^\W\d]+ ){0,2}(?:found|matched)\b"
+                         r"[^.;\n]{0,40}\W*$", re.IGNORECASE)
 
 
 def _json_of(text: str) -> Any:
@@ -734,25 +782,55 @@ def _json_of(text: str) -> Any:
         return None
 
 
+def _status(value: dict[str, Any]) -> int | None:
+    return next((value[k] for k in ("status", "status_code", "code")
+                 if isinstance(value.get(k), int) and not isinstance(value.get(k), bool)), None)
+
+
 def _reads_as_error(text: str) -> bool:
-    """A result that says it failed: "Error: ...", ``{"error": ...}``, a status of 400+."""
-    if _ERROR_TEXT.search(text[:300]) or _RATE_LIMIT.search(text[:300]):
+    """A result shaped like a failure: "Error: ...", ``{"error": "..."}``, a status of 400+
+    with an error message beside it. Data that merely holds such words (``{"errors": [...]}``
+    from a linter, ``{"status": 404}`` from a link checker, "ERROR lines: none") is not."""
+    if _ERROR_TEXT.search(text[:300]) or _reads_as_rate_limit(text):
         return True
     value = _json_of(text)
     if not isinstance(value, dict):
         return False
-    if value.get("error") or value.get("errors"):
+    error = value.get("error")
+    if isinstance(error, str | dict) and error:
         return True
-    status = next((value[k] for k in ("status", "status_code", "code")
-                   if isinstance(value.get(k), int) and not isinstance(value.get(k), bool)),
-                  None)
-    return status is not None and 400 <= status <= 599
+    status = _status(value)
+    return (status is not None and 400 <= status <= 599
+            and any(isinstance(value.get(k), str) and value.get(k) for k in _ERROR_KEYS))
+
+
+def _reads_as_rate_limit(text: str, is_error: bool = False) -> bool:
+    """A result shaped like a rate limit: marked an error and naming one, opening with one
+    ("429 Too Many Requests", "Rate limit exceeded"), or a JSON error of status 429 or whose
+    error or message names one. A SKU of 429 or "slow down" in data is not."""
+    head = text[:500]
+    if is_error and _RATE_LIMIT.search(head):
+        return True
+    if _RATE_LIMIT_TEXT.search(head):
+        return True
+    value = _json_of(text)
+    if not isinstance(value, dict):
+        return False
+    if _status(value) == 429 and any(value.get(k) for k in _ERROR_KEYS):
+        return True
+    error = value.get("error")
+    if isinstance(error, dict):
+        error = " ".join(str(v) for v in error.values())
+    kinds = [error] + [value.get(k) for k in ("__type", "type", "code", "error_code")]
+    return any(isinstance(k, str) and bool(_RATE_LIMIT.search(k)) for k in kinds)
 
 
 def _is_empty(text: str) -> bool:
     """A result that found nothing: ``[]``, ``{}``, ``{"orders": []}``, ``{"hits": [],
     "total": 0}``, "no results"."""
-    if not text.strip() or _EMPTY_TEXT.match(text.strip()):
+    if not text.strip():
+        return False  # an action's result ("deleted"), not a search that found nothing
+    if _EMPTY_TEXT.match(text.strip()):
         return True
     value = _json_of(text)
     if value in ([], {}):
@@ -760,8 +838,30 @@ def _is_empty(text: str) -> bool:
     if not isinstance(value, dict):
         return False
     holders = [v for v in value.values() if isinstance(v, list | dict)]
-    return bool(holders) and not any(holders) and all(
-        v in (None, "", 0, [], {}) for v in value.values())
+    return bool(holders) and _hollow(value)
+
+
+def _hollow(value: Any) -> bool:
+    """Nothing in it: ``None``, ``""``, 0, ``[]``, or an object of such (nested too)."""
+    if isinstance(value, dict):
+        return all(map(_hollow, value.values()))
+    return value in (None, "", 0, [], {}) and not isinstance(value, bool)
+
+
+def _reworded(inputs: list[Any]) -> bool:
+    """Whether ``inputs`` are one search reworded: a word (3+ letters) of their string
+    values is in at least half of them ("Nordwind contract", "Nordwind GmbH", ...), not one
+    lookup per item (``{"id": "c0"}``, ``{"id": "c1"}``, ...)."""
+    def words(v: Any) -> set[str]:
+        if isinstance(v, str):
+            return {w.lower() for w in re.findall(r"[^\W\d_]{3,}", v)}
+        if isinstance(v, dict):
+            return set().union(*map(words, v.values())) if v else set()
+        if isinstance(v, list):
+            return set().union(*map(words, v)) if v else set()
+        return set()
+    counts = Counter(w for i in inputs for w in words(i))
+    return bool(counts) and max(counts.values()) * 2 >= len(inputs)
 
 
 def _list_lengths(text: str) -> Iterable[int]:
@@ -781,10 +881,16 @@ def _list_lengths(text: str) -> Iterable[int]:
 _MONTHS = {m: k for k, name in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september",
      "october", "november", "december"], 1) for m in (name, name[:3])}
+#: German and French month names, written out (their short forms clash: "mar", "jui").
+_MONTHS |= {name: k for names in (
+    ["januar", "februar", "märz", "april", "mai", "juni", "juli", "august", "september",
+     "oktober", "november", "dezember"],
+    ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre",
+     "octobre", "novembre", "décembre"]) for k, name in enumerate(names, 1)}
 _MONTH = r"(?P<mon>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DATE_FORMS = [
     re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})"),
-    re.compile(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH
+    re.compile(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th|\.)?\s+(?:of\s+)?" + _MONTH
                + r"(?:,?\s+(?P<y>\d{4}))?\b", re.IGNORECASE),
     re.compile(r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<y>\d{4}))?\b",
                re.IGNORECASE),
@@ -824,43 +930,80 @@ def _blank(text: str, dates: list[tuple[str, Any]]) -> str:
 _FACTORS = (1.0, 100.0, 1000.0, 60.0, 3600.0, 24.0)
 
 
-def _derived(support: set[float]) -> set[float]:
-    """Values one arithmetic step from two supported ones (sum, difference, product,
-    ratio): 14 on hand - 2 reserved = 12 that can ship."""
-    values = sorted(support)[:60]  # bounded: 60² pairs at most
-    out: set[float] = set()
-    for a in values:
-        for b in values:
-            out |= {a + b, abs(a - b), a * b}
-            if b:
-                out.add(a / b)
-    return out
+def _key(x: float) -> float:
+    """``x`` to 12 significant digits: values equal but for float noise share a key."""
+    return float(f"{x:.12g}")
 
 
-def _supported(text: str, value: float, support: set[float], derived: set[float]) -> bool:
-    """Whether ``value`` (written as ``text``) is a supported value, a unit change of one,
-    one rounded to the digits ``text`` shows, or one arithmetic step from two."""
-    digits = len(text.split(".")[1]) if "." in text else 0
+class _Support:
+    """The values a run supports, indexed once (an answer's numbers are then looked up, not
+    compared with every value): each supported value, its unit changes, and the values one
+    arithmetic step from two (sum, difference, product, ratio, percent change: 14 on hand -
+    2 reserved = 12 that can ship; 80 to 100 is 25%)."""
 
-    def close(v: float) -> bool:
-        return math.isclose(value, v, rel_tol=1e-9, abs_tol=1e-9) or (
-            abs(v) < 1e15 and math.isclose(round(v, digits), value, rel_tol=1e-9,
-                                           abs_tol=10 ** -(digits + 3)))
+    def __init__(self, support: set[float]) -> None:
+        values = {abs(v) for v in support if math.isfinite(v)}
+        self.scaled = {x for v in values for f in _FACTORS for x in (v * f, v / f)
+                       if math.isfinite(x)}
+        self.keys = {_key(x) for x in self.scaled}
+        self._rounded: dict[int, set[float]] = {}
+        small = sorted(values)[:60]  # bounded: 60² pairs at most
+        derived: set[float] = set()
+        for a in small:
+            for b in small:
+                derived |= {a + b, abs(a - b), a * b}
+                if b:
+                    derived |= {a / b, a / b * 100, abs(a - b) / b * 100}
+        self.derived = {_key(x) for x in derived if math.isfinite(x)}
 
-    return any(close(v * f) or close(v / f) for v in support for f in _FACTORS) or any(
-        math.isclose(value, v, rel_tol=1e-9, abs_tol=1e-9) for v in derived)
+    def supports(self, text: str, value: float) -> bool:
+        """Whether ``value`` (written as ``text``) is supported, a unit change of a supported
+        value, one rounded to the digits ``text`` shows, or one arithmetic step from two. A
+        number written with spaces ("5 900") may also be its parts."""
+        if self._one(text, value):
+            return True
+        parts = text.split()
+        return len(parts) > 1 and all(self._one(p, float(p)) for p in parts if p.isdigit())
+
+    def _one(self, text: str, value: float) -> bool:
+        value = abs(value)
+        key = _key(value)
+        if key in self.keys or key in self.derived:
+            return True
+        digits = len(text.split(".")[1]) if "." in text else 0
+        if digits not in self._rounded:
+            self._rounded[digits] = {_key(round(x, digits)) for x in self.scaled
+                                     if abs(x) < 1e15}
+        return key in self._rounded[digits]
 
 
 # ------------------------------------------------------------ numbers in text
 
 #: A number standing alone: not glued to letters, digits, ``_``, ``-`` or ``/`` (so ``A123``,
 #: ``hr-001`` and the parts of ``2026-09-25`` are not numbers), thousands commas allowed.
-_NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w\-/]|[.,]\d)")
+#: A minus sign is read but ignored (values are compared as magnitudes: "owe 42.50" for a
+#: balance of -42.5); "5 900" and "5,90,000" (grouped in thousands by spaces, or in lakhs)
+#: are one number.
+_NUMBER = re.compile(r"(?:(?<![\w.\-/])|(?<=[\s(\[:=]-))"
+                     r"(\d{1,2}(?:,\d{2})+,\d{3}|\d{1,3}(?:,\d{3})+|"
+                     r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![.,]\d)|\d+)"
+                     r"(\.\d+)?(?![\w\-/]|[.,]\d)")
+#: What in an answer is not an amount to check: list markers ("2. Shipping"), the first
+#: number of "2 of 3" (a count the result holds only as items), 12-hour times ("6 pm").
+_NOT_AMOUNTS = re.compile(r"(?:^|(?<=[.!?:;]\s)|(?<=\n))\s*\d{1,2}[.)](?=\s)|"
+                          r"\b\d+(?=\s+(?:out\s+)?of\s+(?:[^\W\d]+\s+){0,2}\d)|"
+                          r"\b\d{1,2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\b\.?)", re.IGNORECASE)
+
+
+def _not_amounts(text: str) -> str:
+    """``text`` with list markers, "N of M" counts and 12-hour times blanked."""
+    return _NOT_AMOUNTS.sub(lambda m: " " * len(m.group(0)), text)
 
 
 def _number_spans(text: str) -> Iterable[tuple[str, float]]:
     for m in _NUMBER.finditer(text):
-        yield m.group(0), float(m.group(1).replace(",", "") + (m.group(2) or ""))
+        digits = re.sub(r"[,\s\u00a0\u202f]", "", m.group(1))
+        yield m.group(0), float(digits + (m.group(2) or ""))
 
 
 def _numbers(text: str) -> Iterable[float]:
