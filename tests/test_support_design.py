@@ -13,6 +13,7 @@ import pytest
 from primer.course.support_design import (
     APPROVALS_PER_PERSON_DAY,
     RUNAWAY_SHARE,
+    DesignError,
     Operations,
     Safeguards,
     SupportDesign,
@@ -282,12 +283,19 @@ def test_the_alert_thresholds_follow_the_expected_tokens_and_failures():
     ({"per_step_success": 97}, "write 97% as 0.97"),
     ({"tools": (ToolPlan("a", "x"), ToolPlan("a", "y"))}, "tool names must be unique"),
     ({"runaway_share": 25}, "runaway_share must be a probability"),
-    ({"operations": replace(OPS, approval_share=5)}, "approval_share must be a probability"),
-    ({"operations": replace(OPS, rollout=("big bang",))}, "unknown rollout stage 'big bang'"),
 ])
 def test_impossible_choices_are_refused_with_what_to_fix(changes, message):
     with pytest.raises(ValueError, match=message):
         design(**changes)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"approval_share": 5}, "approval_share must be a probability"),
+    ({"rollout": ("big bang",)}, "unknown rollout stage 'big bang'"),
+])
+def test_impossible_operations_are_refused_when_written(changes, message):
+    with pytest.raises(ValueError, match=message):
+        replace(OPS, **changes)
 
 
 @pytest.mark.parametrize("guards, message", [
@@ -441,3 +449,60 @@ def test_the_operations_figures_follow_the_designs_numbers():
     sheet = design().worksheet()
     assert "approval queue: 500 a day for 3 people (240 each at most)" in sheet
     assert "evals before launch: 300 tasks (85 needed)" in sheet
+
+
+# ---------------------------------------------------------------- malformed worksheets
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"max_steps": "12"}, "max_steps takes a whole number"),
+    ({"per_step_success": "0.97"}, "per_step_success must be a probability"),
+    ({"token_budget": None}, "token_budget takes a whole number"),
+    ({"reasons": None}, "reasons takes a dict"),
+    ({"reasons": {"max_steps": None}}, "reasons takes a dict"),
+    ({"tools": None}, "tools takes a tuple of ToolPlan"),
+    ({"tools": ("get_order",)}, "tools takes a tuple of ToolPlan"),
+    ({"prices": None}, "prices takes a Prices"),
+    ({"measured_tokens_per_task": -5}, "measured_tokens_per_task must be >= 1"),
+    ({"context_window": float("nan")}, "context_window takes a whole number"),
+    ({"max_steps": 10**12}, "max_steps must be <= 1,000"),
+    ({"good_run_steps": 10**7}, "good_run_steps must be <= 1,000"),
+])
+def test_malformed_fields_are_refused_naming_the_field(changes, field):
+    with pytest.raises(DesignError, match=field):
+        design(**changes)
+
+
+@pytest.mark.parametrize("kind, changes, field", [
+    (Operations, {"kill_switch": None}, "kill_switch takes text"),
+    (Operations, {"rollout": "shadow"}, r"rollout takes a tuple .* \('shadow',\)"),
+    (Operations, {"tool_timeout_s": -1}, "tool_timeout_s must be > 0"),
+    (Operations, {"seconds_per_call": -4}, "seconds_per_call must be > 0"),
+    (Operations, {"latency_target_s": float("nan")}, "latency_target_s takes a finite"),
+    (Operations, {"session_max_turns": 0}, "session_max_turns must be >= 1"),
+    (Safeguards, {"alerts": "tokens_per_task"}, r"alerts takes a tuple"),
+    (Safeguards, {"refund_limit": float("nan")}, "refund_limit takes a finite"),
+    (Safeguards, {"largest_order": -1}, "largest_order must be > 0"),
+    (Safeguards, {"trace_retention_days": -10}, "trace_retention_days must be >= 0"),
+    (ToolPlan, {"name": None, "purpose": "x"}, "name takes a non-empty tool name"),
+])
+def test_malformed_parts_are_refused_when_written(kind, changes, field):
+    with pytest.raises(DesignError, match=field):
+        kind(**changes)
+    assert issubclass(DesignError, ValueError) and issubclass(DesignError, TypeError)
+
+
+def test_limits_set_at_a_good_run_leave_no_room():
+    tokens = design().numbers().tokens_per_task
+    tight = design(token_budget=tokens + 1).review()
+    assert any("leaves no room for a good run that needs one more call" in n for n in tight)
+    assert any("equals the steps a good run needs" in n
+               for n in design(max_steps=design().good_run_steps).review())
+
+
+@pytest.mark.parametrize("reason", ["because it is needed for the business process",
+                                    "chosen according to company best practices",
+                                    "as required by management policy"])
+def test_boilerplate_reasons_say_nothing(reason):
+    assert says_nothing(reason, "max_steps")
+    assert not says_nothing("about twice a good run's six calls", "max_steps")

@@ -87,6 +87,76 @@ ON_CALL_VIEWS = ("trace", "stop_cause", "tokens_per_step", "tool_errors", "cost"
                  "customer_ref")
 #: Of those, what on-call cannot do without: the run's trace and its stop cause.
 ON_CALL_NEEDS = ("trace", "stop_cause")
+#: Most model calls a design may state (good run or cap): a support task takes tens of
+#: calls, and the figures walk every call, so a larger number is refused, not computed.
+MAX_DESIGN_STEPS = 1_000
+#: Phrases that sound like a reason and say nothing about the number (their words count as
+#: filler in :func:`says_nothing`); a rule cannot judge a reason's truth, only its emptiness.
+EMPTY_PHRASES = (r"business process(es)?", r"best practices?", r"industry standards?",
+                 r"as (required|needed|appropriate)( by \w+( policy)?)?",
+                 r"appropriate(ly)?", r"according to", r"company policy")
+
+
+class DesignError(ValueError, TypeError):
+    """A worksheet field holds something it cannot take (a wrong type, an impossible or
+    absurd value); the message names the field and what it takes."""
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _whole(name: str, v: object, low: int, *, optional: bool = False,
+           high: int | None = None) -> list[str]:
+    """Problems with ``v`` as a whole number ``>= low`` (and ``<= high``); ``None`` allowed
+    when ``optional``."""
+    if v is None and optional:
+        return []
+    if not isinstance(v, int) or isinstance(v, bool):
+        return [f"{name} takes a whole number >= {low}"
+                + (" or None" if optional else "") + f" (got {v!r})"]
+    if v < low:
+        return [f"{name} must be >= {low} (got {v})"]
+    if high is not None and v > high:
+        return [f"{name} must be <= {high:,} (got {v:,}): no design needs more"]
+    return []
+
+
+def _real(name: str, v: object, low: float, *, strict: bool = False,
+          optional: bool = True) -> list[str]:
+    """Problems with ``v`` as a finite number ``>= low`` (``> low`` when ``strict``)."""
+    if v is None and optional:
+        return []
+    op = ">" if strict else ">="
+    if not _is_number(v) or not math.isfinite(v):  # type: ignore[arg-type]
+        return [f"{name} takes a finite number {op} {low:g}"
+                + (" or None" if optional else "") + f" (got {v!r})"]
+    if v < low or (strict and v == low):  # type: ignore[operator]
+        return [f"{name} must be {op} {low:g} (got {v})"]
+    return []
+
+
+def _names(name: str, v: object, known: tuple[str, ...], what: str) -> list[str]:
+    """Problems with ``v`` as a tuple of names from ``known``."""
+    if isinstance(v, str) or not isinstance(v, tuple | list) \
+            or not all(isinstance(x, str) for x in v):
+        return [f"{name} takes a tuple of names from {', '.join(known)} (got {v!r}); "
+                f"one name is written ({v!r},)" if isinstance(v, str) else
+                f"{name} takes a tuple of names from {', '.join(known)} (got {v!r})"]
+    unknown = [x for x in v if x not in known]
+    return [f"unknown {what} {unknown[0]!r}; use {', '.join(known)}"] if unknown else []
+
+
+def _flags_and_texts(obj: object, flags: tuple[str, ...], texts: tuple[str, ...]) -> list[str]:
+    problems = [f"{k} takes True or False (got {getattr(obj, k)!r})" for k in flags
+                if not isinstance(getattr(obj, k), bool)]
+    return problems + [f"{k} takes text (got {getattr(obj, k)!r}); write '' for none"
+                       for k in texts if not isinstance(getattr(obj, k), str)]
+
+
+def _refuse(where: str, problems: list[str]) -> None:
+    if problems:
+        raise DesignError(f"{where}: " + "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -109,6 +179,13 @@ class ToolPlan:
     idempotency_key: bool = False
     approval_reason: str = ""
     personal_data: bool = False
+
+    def __post_init__(self) -> None:
+        problems = [] if isinstance(self.name, str) and self.name.strip() else [
+            f"name takes a non-empty tool name (got {self.name!r})"]
+        _refuse(f"ToolPlan {self.name!r}", problems + _flags_and_texts(
+            self, ("side_effecting", "needs_approval", "idempotency_key", "personal_data"),
+            ("purpose", "approval_reason")))
 
 
 @dataclass(frozen=True)
@@ -147,6 +224,18 @@ class Safeguards:
     alerts: tuple[str, ...] = ()
     on_call_sees: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        problems = _flags_and_texts(self, ("customer_text_is_data", "identity_from_session",
+                                           "redact_personal_data"), ())
+        problems += _real("refund_limit", self.refund_limit, 0)
+        problems += _real("largest_order", self.largest_order, 0, strict=True)
+        problems += _whole("trace_retention_days", self.trace_retention_days, 0, optional=True)
+        problems += _whole("retention_policy_days", self.retention_policy_days, 0,
+                           optional=True)
+        problems += _names("alerts", self.alerts, ALERTS, "alert")
+        problems += _names("on_call_sees", self.on_call_sees, ON_CALL_VIEWS, "on-call view")
+        _refuse("Safeguards", problems)
+
 
 @dataclass(frozen=True)
 class Operations:
@@ -178,6 +267,22 @@ class Operations:
     rollout: tuple[str, ...] = ()
     kill_switch: str = ""
 
+    def __post_init__(self) -> None:
+        problems = _real("latency_target_s", self.latency_target_s, 0, strict=True)
+        problems += _real("seconds_per_call", self.seconds_per_call, 0, strict=True)
+        problems += _real("tool_timeout_s", self.tool_timeout_s, 0, strict=True)
+        problems += _whole("session_max_turns", self.session_max_turns, 1, optional=True)
+        problems += _real("session_max_usd", self.session_max_usd, 0)
+        if self.approval_share is not None and not (
+                _is_number(self.approval_share) and 0 <= self.approval_share <= 1):
+            problems.append(f"approval_share must be a probability between 0 and 1 (got "
+                            f"{self.approval_share!r}); write 3% as 0.03")
+        problems += _whole("approvers", self.approvers, 0)
+        problems += _whole("eval_tasks", self.eval_tasks, 0)
+        problems += _names("rollout", self.rollout, ROLLOUT_STAGES, "rollout stage")
+        _refuse("Operations", problems + _flags_and_texts(
+            self, (), ("regression_gate", "kill_switch")))
+
 
 def _said(value: float | None, unit: str) -> str:
     return "not stated" if value is None else f"{value:,g}{unit}"
@@ -187,9 +292,13 @@ def says_nothing(reason: str, name: str = "") -> bool:
     """Whether ``reason`` (a design's stated reason for the field ``name``) says nothing:
     empty, punctuation, a repeat of the field's name, or fewer than
     :data:`MIN_REASON_WORDS` words beyond the name and filler words ("a", "the", "why").
-    A reason with enough words passes, true or not."""
+    Phrases that sound like a reason and name nothing (:data:`EMPTY_PHRASES`, "best
+    practices") do not count. A reason with enough words passes, true or not."""
     own = set(re.findall(r"[a-z0-9]+", name.lower().replace("_", " ")))
-    words = [w for w in re.findall(r"[a-z0-9]+", reason.lower())
+    text = reason.lower()
+    for phrase in EMPTY_PHRASES:
+        text = re.sub(rf"\b{phrase}\b", " ", text)
+    words = [w for w in re.findall(r"[a-z0-9]+", text)
              if w not in own and w not in _FILLER]
     return len(words) < MIN_REASON_WORDS
 
@@ -322,42 +431,47 @@ class SupportDesign:
     operations: Operations = field(default_factory=Operations)
 
     def __post_init__(self) -> None:
-        problems = [f"{k} must be >= 1 (got {v})" for k, v in
-                    (("good_run_steps", self.good_run_steps), ("max_steps", self.max_steps),
-                     ("token_budget", self.token_budget),
-                     ("context_window", self.context_window)) if v < 1]
-        problems += [f"{k} must be >= 0 (got {v})" for k, v in
-                     (("static_tokens", self.static_tokens),
-                      ("tool_definition_tokens", self.tool_definition_tokens),
-                      ("tokens_per_step", self.tokens_per_step),
-                      ("output_tokens_per_call", self.output_tokens_per_call),
-                      ("tasks_per_day", self.tasks_per_day),
-                      ("min_cacheable_tokens", self.min_cacheable_tokens)) if v < 0]
+        if not isinstance(self.tools, tuple | list) or not all(
+                isinstance(t, ToolPlan) for t in self.tools):
+            _refuse("SupportDesign", [f"tools takes a tuple of ToolPlan (got {self.tools!r})"])
+        problems = []
+        for k, v, low in (("good_run_steps", self.good_run_steps, 1),
+                          ("max_steps", self.max_steps, 1)):
+            problems += _whole(k, v, low, high=MAX_DESIGN_STEPS)
+        for k, v, low in (("token_budget", self.token_budget, 1),
+                          ("context_window", self.context_window, 1),
+                          ("static_tokens", self.static_tokens, 0),
+                          ("tool_definition_tokens", self.tool_definition_tokens, 0),
+                          ("tokens_per_step", self.tokens_per_step, 0),
+                          ("output_tokens_per_call", self.output_tokens_per_call, 0),
+                          ("tasks_per_day", self.tasks_per_day, 0),
+                          ("min_cacheable_tokens", self.min_cacheable_tokens, 0)):
+            problems += _whole(k, v, low)
+        problems += _whole("measured_tokens_per_task", self.measured_tokens_per_task, 1,
+                           optional=True)
         for k, p in (("per_step_success", self.per_step_success),
-                     ("runaway_share", self.runaway_share),
-                     ("approval_share", self.operations.approval_share)):
-            if p is not None and not 0 <= p <= 1:
-                problems.append(f"{k} must be a probability between 0 and 1 (got {p}); "
+                     ("runaway_share", self.runaway_share)):
+            if not _is_number(p) or not 0 <= p <= 1:
+                problems.append(f"{k} must be a probability between 0 and 1 (got {p!r}); "
                                 f"write 97% as 0.97")
-        unknown = [r for r in self.operations.rollout if r not in ROLLOUT_STAGES]
-        if unknown:
-            problems.append(f"unknown rollout stage {unknown[0]!r}; use "
-                            f"{', '.join(ROLLOUT_STAGES)}")
+        if not isinstance(self.prices, Prices) or not all(
+                _is_number(v) and math.isfinite(v) and v >= 0 for v in (
+                    self.prices.input_per_mtok, self.prices.output_per_mtok,
+                    self.prices.cache_write_multiplier, self.prices.cache_read_multiplier)):
+            problems.append(f"prices takes a Prices with finite numbers >= 0, e.g. "
+                            f"Prices(3.0, 15.0) (got {self.prices!r})")
+        if not isinstance(self.reasons, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.reasons.items()):
+            problems.append(f"reasons takes a dict of field name to text, e.g. "
+                            f"{{'max_steps': 'about twice a good run'}} (got {self.reasons!r})")
+        for k, part, kind in (("safeguards", self.safeguards, Safeguards),
+                              ("operations", self.operations, Operations)):
+            if not isinstance(part, kind):
+                problems.append(f"{k} takes a {kind.__name__} (got {part!r})")
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             problems.append(f"tool names must be unique (got {names})")
-        g = self.safeguards
-        unknown = [a for a in g.alerts if a not in ALERTS]
-        if unknown:
-            problems.append(f"unknown alert {unknown[0]!r}; use {', '.join(ALERTS)}")
-        unknown = [v for v in g.on_call_sees if v not in ON_CALL_VIEWS]
-        if unknown:
-            problems.append(f"unknown on-call view {unknown[0]!r}; use "
-                            f"{', '.join(ON_CALL_VIEWS)}")
-        if g.refund_limit is not None and g.refund_limit < 0:
-            problems.append(f"refund_limit must be >= 0 (got {g.refund_limit})")
-        if problems:
-            raise ValueError("; ".join(problems))
+        _refuse("SupportDesign", problems)
 
     @property
     def base_tokens(self) -> int:
@@ -489,6 +603,9 @@ class SupportDesign:
         if self.max_steps < self.good_run_steps:
             notes.append(f"max_steps {self.max_steps} is below the {self.good_run_steps} "
                          f"steps a good run needs: good runs would stop at the cap.")
+        elif self.max_steps == self.good_run_steps:
+            notes.append(f"max_steps {self.max_steps} equals the steps a good run needs: a "
+                         f"good run that needs one more call stops at the cap.")
         elif self.max_steps > 3 * self.good_run_steps:
             notes.append(f"max_steps {self.max_steps} is more than three times a good run "
                          f"({self.good_run_steps}): a runaway run costs "
@@ -502,6 +619,11 @@ class SupportDesign:
             notes.append(f"token_budget {self.token_budget:,} is below the {measured:,} "
                          f"tokens a good task measured: good runs would stop on the budget "
                          f"(the design's sizes say {n.tokens_per_task:,}; fix them).")
+        elif self.token_budget < (one_more := sum(
+                u.total_tokens for u in self._usages(self.good_run_steps + 1))):
+            notes.append(f"token_budget {self.token_budget:,} leaves no room for a good run "
+                         f"that needs one more call ({one_more:,} tokens against "
+                         f"{n.tokens_per_task:,}): it would stop on the budget.")
         elif n.failed_run_stop_cause == "max_steps":
             notes.append(f"token_budget {self.token_budget:,} is above the {n.tokens_at_cap:,} "
                          f"tokens of a run at the step cap: it never binds while steps stay "
