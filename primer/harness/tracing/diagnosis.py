@@ -158,8 +158,9 @@ _EXPLAINS = {
 
 #: Each detector's rule in one line, from the settings it uses (lesson 10 shows this table).
 RULES: dict[FailureMode, str] = {
-    FailureMode.REPEATS: f"one tool + input requested {DEFAULT_REPEAT_THRESHOLD} times, same "
-                         f"result (or the run's repeat_threshold)",
+    FailureMode.REPEATS: f"one tool + input requested {DEFAULT_REPEAT_THRESHOLD} times, each "
+                         f"getting the result it got last time (polling whose result "
+                         f"changes is not counted; or the run's repeat_threshold)",
     FailureMode.ALTERNATION: f"{ALTERNATION_MIN_CALLS}+ calls in a row cycling between two "
                              f"tools, inputs changing, no result new",
     FailureMode.RATE_LIMITED: f"{RATE_LIMIT_MIN}+ results reading as a rate limit (429, "
@@ -415,8 +416,8 @@ class _Reading:
                         f"changed inputs ({shown}) and learned nothing new: "
                         + ", ".join(f"{n} kept returning {one_line(c, 40)!r}"
                                     for n, c in last.items()),
-                        "primer has no detector for this: max_tool_calls_per_run caps the "
-                        "calls, max_steps the model calls",
+                        "primer's loop has no run-time guard for this: "
+                        "max_tool_calls_per_run caps the calls, max_steps the model calls",
                         anywhere="stop when a stretch of calls brings no new result "
                         "(empty, an error, or one seen before); cap tool calls per run")]
 
@@ -494,7 +495,8 @@ class _Reading:
                         f"{one_line(' / '.join(contents[:2]), 50)}) for {len(inputs)} different "
                         f"input{'s' * (len(inputs) != 1)}, e.g. {one_line(inputs[0], 50)}, and "
                         f"nothing found after them",
-                        "primer has no detector for this: max_tool_calls_per_run caps the calls",
+                        "primer's loop has no run-time guard for this: "
+                        "max_tool_calls_per_run caps the calls",
                         anywhere=f"count empty results in a row and, after {EMPTY_MIN}, stop "
                         f"or ask the user; say in the tool's result what input would match")]
 
