@@ -26,6 +26,8 @@ from typing import Any
 
 from primer.course.checking import Case, ExerciseReport, Problem, run_cases, short
 from primer.course.practice.tool_results import content_text
+from primer.harness.retry import ToolTimeout
+from primer.harness.timeouts import call_with_timeout
 
 #: Seconds a check's tool waits for its sibling calls before concluding they are not
 #: running at the same time (a sequential solution costs this once per case that waits).
@@ -53,25 +55,14 @@ def _conversation(calls: list[_Call]) -> list[dict[str, Any]]:
 
 
 def _run(fn: Callable[..., Any], messages: list[dict[str, Any]], tools: _Tools) -> Any:
-    """Call ``fn(messages, tools)`` on a worker thread, at most :data:`LIMIT_S` seconds;
-    re-raise what it raised (its traceback keeps the learner's frames)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(messages, tools)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    worker = threading.Thread(target=target, daemon=True, name="answer_tool_calls")
-    worker.start()
-    worker.join(LIMIT_S)
-    if worker.is_alive():
+    """Call ``fn(messages, tools)`` with a limit of :data:`LIMIT_S` seconds
+    (:func:`~primer.harness.timeouts.call_with_timeout`, the tool runner's own); re-raise
+    what it raised (its traceback keeps the learner's frames)."""
+    try:
+        return call_with_timeout(lambda: fn(messages, tools), LIMIT_S)
+    except ToolTimeout:
         raise TimeoutError(f"answer_tool_calls did not return within {LIMIT_S:g} s: does it "
-                           f"wait for a result it never started?")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+                           f"wait for a result it never started?") from None
 
 
 def _appended(fn: Callable[..., Any], calls: list[_Call], tools: _Tools
