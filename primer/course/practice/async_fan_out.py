@@ -150,36 +150,35 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _failure(fn: FanOutFn) -> Problem:
-    calls = [_call(1, "check_stock", "Pune"), _call(2, "failing_lookup", "Delhi"),
-             _call(3, "check_stock", "Mumbai")]
-    world = _World(3)
+def _error_answer(fn: FanOutFn, calls: list[dict[str, Any]], world: _World, what: str,
+                  must_say: str, fix: str) -> Problem:
+    """Run ``calls``, whose second one fails (``what``): its result must be ``is_error``
+    and mention ``must_say``; the other results must not be errors."""
     content, problem = _results(_run(fn, calls, world), calls)
     if problem:
         return problem
     assert content is not None
     bad = content[1]
-    if bad.get("is_error") is not True or "did not answer" not in str(bad.get("content")):
-        return (f"the call that raised came back as {short(repr(bad), 70)}; catch the "
-                f"exception inside that call's task and return is_error: True with its "
-                f"message")
-    if any(b.get("is_error") for b in (content[0], content[2])):
+    if bad.get("is_error") is not True or must_say not in str(bad.get("content")):
+        return f"{what} came back as {short(repr(bad), 70)}; {fix}"
+    if any(b.get("is_error") for i, b in enumerate(content) if i != 1):
         return "one call failed and the others were marked as errors too; keep their results"
     return None
 
 
+def _failure(fn: FanOutFn) -> Problem:
+    calls = [_call(1, "check_stock", "Pune"), _call(2, "failing_lookup", "Delhi"),
+             _call(3, "check_stock", "Mumbai")]
+    return _error_answer(fn, calls, _World(3), "the call that raised", "did not answer",
+                         "catch the exception inside that call's task and return "
+                         "is_error: True with its message")
+
+
 def _unknown(fn: FanOutFn) -> Problem:
     calls = [_call(1, "check_stock", "Pune"), _call(2, "refund_order", "Delhi")]
-    world = _World(1)  # only the real tool runs
-    content, problem = _results(_run(fn, calls, world), calls)
-    if problem:
-        return problem
-    assert content is not None
-    bad = content[1]
-    if bad.get("is_error") is not True or "check_stock" not in str(bad.get("content")):
-        return (f"a call to a tool that does not exist came back as {short(repr(bad), 70)}; "
-                f"answer it with is_error: True and name the tools there are")
-    return None
+    return _error_answer(fn, calls, _World(1),  # only the real tool runs
+                         "a call to a tool that does not exist", "check_stock",
+                         "answer it with is_error: True and name the tools there are")
 
 
 def _one(fn: FanOutFn) -> Problem:
