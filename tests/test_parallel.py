@@ -14,7 +14,7 @@ from primer.scenarios.parallel import (
     waiting_tool,
 )
 
-SCALE = 0.02
+SCALE = 0.1
 
 
 def test_seeded_latencies_repeat_exactly_and_stay_in_their_range():
