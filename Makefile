@@ -1,10 +1,14 @@
-# The pip route. Everything runs from the project's own virtual environment in .venv;
-# nothing is installed or registered outside it.
+# Everything runs from the project's own virtual environment in .venv; nothing is installed
+# or registered outside it. `make lab` installs what the lessons need; `make test` adds the
+# test, lint, website and browser tools.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+LEARNER_EXTRAS := frameworks
+INSTALLER ?= auto
 N      ?=
 LAB_ARGS ?=
 
@@ -26,33 +30,24 @@ unexport PYTHONHOME
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=60 -p no:cacheprovider
 
-.PHONY: venv lab lesson test lint typecheck unit nbval notebooks figures bench clean distclean \
+.PHONY: venv dev lab lesson test lint typecheck unit nbval notebooks figures bench clean distclean \
         test-browser site site-pictures
 
 venv: $(STAMP)
+dev: $(DEV_STAMP)
 
-# Create .venv if it is missing; (re)install only when pyproject.toml is newer than the stamp.
+# The learner's environment: the course and what the lessons import (LEARNER_EXTRAS).
+# Created if missing; re-installed only when pyproject.toml is newer than the stamp. uv
+# installs it (bootstrapped with pip when it is not on PATH); INSTALLER=pip uses plain pip.
 $(STAMP): pyproject.toml
-	@if [ ! -x $(BIN)/python ]; then \
-	  echo "make: creating the virtual environment .venv ($(PYTHON) -m venv)"; \
-	  $(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 needed"' || exit 1; \
-	  if $(PYTHON) -c 'import ensurepip' 2>/dev/null; then \
-	    $(PYTHON) -m venv $(VENV); \
-	  else \
-	    echo "ensurepip is missing (on Debian/Ubuntu: apt-get install python3-venv);"; \
-	    echo "creating the venv without pip and installing pip into it from PyPI"; \
-	    $(PYTHON) -m venv --without-pip $(VENV) && \
-	    $(PYTHON) -m pip --python $(BIN)/python install --quiet pip; \
-	  fi; \
-	fi
-	@echo "make: installing the course and its dependencies into .venv" \
-	  "(pip install -e '.[dev,frameworks]'; a minute or two the first time, then only when" \
-	  "pyproject.toml changes)"
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,frameworks]'
-	@cd / && $(abspath $(BIN))/python -c 'import primer' || \
-	  { echo "the editable install cannot import primer: is primer/__init__.py there?"; exit 1; }
+	@$(PYTHON) scripts/setup_env.py --venv $(VENV) --extras $(LEARNER_EXTRAS) --installer $(INSTALLER)
 	@touch $@
-	@echo "make: .venv is ready"
+
+# The tools `make test` needs on top: pytest, nbval, ruff, mypy, the website's Sphinx,
+# Playwright for the browser check.
+$(DEV_STAMP): $(STAMP)
+	@$(PYTHON) scripts/setup_env.py --venv $(VENV) --extras $(LEARNER_EXTRAS),dev --installer $(INSTALLER)
+	@touch $@
 
 # JupyterLab on notebooks/, opening lesson 01 (`make lesson N=05` opens lesson 05); prints
 # the address to open once the server is up. LAB_ARGS go to jupyter lab, e.g. --port=8899.
@@ -63,28 +58,28 @@ lesson: venv
 	@if [ -z "$(N)" ]; then echo "make lesson: say which, e.g. make lesson N=05"; exit 2; fi
 	@$(BIN)/python scripts/lab.py --lesson $(N) $(LAB_ARGS)
 
-lint: venv
+lint: dev
 	$(BIN)/ruff check primer tests scripts conftest.py
 
 # The core with --strict; every other module of primer with mypy's defaults (pyproject.toml).
-typecheck: venv
+typecheck: dev
 	$(BIN)/mypy --strict primer/loop
 	$(BIN)/mypy primer
 
 # The unit tests, spread over the machine's cores (pytest-xdist).
-unit: venv
+unit: dev
 	$(BIN)/pytest -q -n auto tests
 
 # Every notebook re-executed and compared, a notebook per worker (--dist loadfile keeps a
 # notebook's cells, which share one kernel, on one worker).
-nbval: venv
+nbval: dev
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
 	  $(BIN)/pytest -q -n auto --dist loadfile $(NBVAL_ARGS) notebooks; \
 	else \
 	  echo "nbval: no notebooks/*.ipynb yet, nothing to validate"; \
 	fi
 
-test: venv
+test: dev
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory typecheck
 	$(MAKE) --no-print-directory unit
@@ -101,7 +96,7 @@ figures: venv
 # The course as a website in build/site/: Sphinx + myst-nb render the committed, executed
 # notebooks (nothing is re-executed), offline; then links, pages, pictures and figures are
 # checked. Open build/site/index.html.
-site: venv
+site: dev
 	$(BIN)/python scripts/build_site.py
 
 # JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): every
@@ -112,7 +107,7 @@ test-browser: site
 	$(BIN)/python scripts/browser_check.py --site build/site
 
 # The pictures of the panels the website shows (site/panels/), taken by the browser check.
-site-pictures: venv
+site-pictures: dev
 	$(BIN)/python scripts/browser_check.py --update-site-pictures
 
 bench: venv
