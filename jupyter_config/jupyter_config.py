@@ -4,8 +4,8 @@ e.g. ``JUPYTER_CONFIG_PATH=jupyter_config .venv/bin/jupyter nbconvert --execute 
 
 Kernels started this way get CurveZMQ keys, so ipykernel does not warn that it "is running
 over TCP without encryption". ``jupyter execute`` (nbclient's command) passes no settings to
-the kernels it starts, so it cannot take this one: use nbconvert, or
-``make notebooks N=05`` (scripts/run_notebooks.py provisions the keys itself).
+the kernels it starts; the kernel provisioner named in .venv's kernelspec
+(primer/views/kernel.py) asks for the keys there.
 """
 
 import zmq
