@@ -21,6 +21,15 @@ from typing import Any, Literal, cast, get_type_hints
 
 import fastjsonschema
 
+from .schema_safety import (
+    MAX_KEYWORD_STEPS,
+    SchemaRefused,
+    TooCostly,
+    checked_errors,
+    offline_registry,
+    safe_validator_class,
+    schema_refusal,
+)
 from .text import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, safe_repr
 
 #: Optional modules ``jsonschema`` imports to check string formats (``date-time``, ``iri``,
@@ -129,17 +138,24 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 class SchemaCheck:
     """A call's input checked against one ``input_schema``.
 
-    ``SchemaCheck(schema)`` raises ``jsonschema.SchemaError`` when ``schema`` is not a valid
+    ``SchemaCheck(schema)`` raises :class:`~primer.loop.schema_safety.SchemaRefused` (a
+    ``ValueError``) when ``schema`` cannot be checked safely (a ``$ref`` outside the
+    document, a cycle, a pattern only a backtracking engine can run: see
+    :mod:`primer.loop.schema_safety`) and ``jsonschema.SchemaError`` when it is not a valid
     JSON Schema. :meth:`problems` is ``None`` for valid input, else one message per error.
     "integer" means a JSON integer only: JSON Schema counts 2.0 as an integer, but a function
     typed ``int`` must not be handed a float.
     """
 
     def __init__(self, schema: dict[str, Any]) -> None:
+        why = schema_refusal(schema)
+        if why:
+            raise SchemaRefused(f"input_schema {why}")
         cls = import_jsonschema().validators.validator_for(schema)
         cls.check_schema(schema)
         self.schema = schema
-        self.validator = _strict_validator(cls)(schema)
+        self.validator = safe_validator_class(_strict_validator(cls))(
+            schema, registry=offline_registry())
         self._fast: Callable[[Any], bool] | Literal[False] | None = None
 
     def problems(self, args: dict[str, Any]) -> list[str] | None:
@@ -150,7 +166,14 @@ class SchemaCheck:
             fast = self._fast = _fast_check(json.dumps(self.schema, sort_keys=True))
         if fast is not False and fast(args):
             return None  # valid: the fast check accepts only what jsonschema accepts
-        errors = sorted(self.validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        try:
+            errors = checked_errors(self.validator, args)
+        except TooCostly:
+            return [f"the input costs more than {MAX_KEYWORD_STEPS} checks against "
+                    f"input_schema; send a smaller input"]
+        except Exception as e:  # noqa: BLE001 - never raise for an input (RecursionError too)
+            return [f"the input could not be checked against input_schema "
+                    f"({type(e).__name__}); send a simpler input"]
         if not errors:
             return None
         return [f"at '{'/'.join(map(str, e.absolute_path))}': {e.message}"
@@ -162,9 +185,10 @@ def _is_integer(_checker: Any, value: Any) -> bool:
 
 
 #: Keywords that mean the same in draft 4 and in later drafts, and that fastjsonschema checks
-#: exactly as jsonschema does. A schema using any other keyword gets no fast path.
+#: exactly as jsonschema does. A schema using any other keyword gets no fast path; nor does
+#: ``pattern``, which fastjsonschema runs with Python's backtracking ``re``.
 _FAST_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items",
-                            "minimum", "maximum", "minLength", "maxLength", "pattern",
+                            "minimum", "maximum", "minLength", "maxLength",
                             "minItems", "maxItems", "anyOf", "allOf", "not", "enum",
                             "description", "title", "default", "examples", "format"})
 
