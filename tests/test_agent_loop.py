@@ -217,6 +217,45 @@ def test_the_before_check_refuses_a_first_call_that_could_not_fit():
     assert llm.calls == 0 and result.steps == [] and result.usage == Usage()
 
 
+class UnderReporting:
+    """A scripted model whose provider reports a third of the prompt it was sent."""
+
+    def __init__(self, script):
+        self.inner, self.honest = ScriptedLLM(script), []
+
+    @property
+    def calls(self):
+        return self.inner.calls
+
+    def __call__(self, **request):
+        reply = self.inner(**request)
+        self.honest.append(reply.usage.input_tokens)
+        usage = Usage(reply.usage.input_tokens // 3, reply.usage.output_tokens)
+        return Reply(reply.content, reply.stop_reason, usage, reply.model)
+
+
+def test_the_before_check_is_not_fooled_by_a_model_that_under_reports_its_prompt():
+    script = [tool_reply(("search", {"query": "gst"})), "Done."]
+    honest, _ = run(list(script), max_steps=3, token_budget=None)
+    next_prompt = honest.steps[1].usage.input_tokens  # what call 2 really sends
+    llm = UnderReporting(list(script))
+    first = llm(system="You are a careful order assistant.",
+                messages=[{"role": "user", "content": "What does order A123 cost with 18% GST?"}],
+                tools=[t.definition() for t in TOOLS] + [HANDOFF_TOOL_DEF], max_tokens=64)
+    used = first.usage.total_tokens
+    budget = used + next_prompt + 64 - 1  # call 2 could pass it by one token
+    # built on the reported prompt alone, call 2 would look well inside the budget
+    reported_guess = first.usage.input_tokens + next_prompt - llm.honest[0]
+    assert used + reported_guess + 64 <= budget
+    llm = UnderReporting(list(script))
+    result = check_run(run_agent(llm, "What does order A123 cost with 18% GST?", TOOLS,
+                                 system="You are a careful order assistant.",
+                                 config=AgentConfig(max_steps=3, token_budget=budget,
+                                                    budget_check="before", max_tokens=64)))
+    assert result.stop_cause is StopCause.TOKEN_BUDGET and llm.calls == 1
+    assert f"prompt about {next_prompt:,}" in result.stop_detail
+
+
 def test_the_cost_budget_stops_at_the_first_call_past_it():
     _, costs = reference_totals(searching_forever, 5)
     budget = costs[1]  # dollars after call 2: call 3 is the first past it

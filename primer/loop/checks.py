@@ -132,14 +132,16 @@ def check_context(state: RunState) -> Stop | None:
 @stops(StopCause.TOKEN_BUDGET, StopCause.COST_BUDGET)
 def check_budgets_before_call(state: RunState) -> Stop | None:
     """In "before" mode, stop before a call that could take a budget past its limit.
-    The worst case is the prompt plus ``max_tokens`` of output. The prompt is
-    :func:`~primer.loop.state.prompt_tokens`, or the exact count of a model with a true
-    ``exact_count`` and ``count_tokens(*, system, messages, tools)`` (as
-    :class:`~primer.providers.claude.ClaudeLLM`), the estimate if counting fails."""
+    The worst case is the prompt plus ``max_tokens`` of output. The prompt is the larger of
+    :func:`~primer.loop.state.prompt_tokens` (built on the reported usage) and the run's own
+    characters/4 estimate of the whole prompt, so a provider that under-reports its usage
+    cannot let a call through; or the exact count of a model with a true ``exact_count``
+    and ``count_tokens(*, system, messages, tools)`` (as
+    :class:`~primer.providers.claude.ClaudeLLM`), the larger figure if counting fails."""
     c = state.config
     if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
-    prompt, how = prompt_tokens(state), "about"
+    prompt, how = max(prompt_tokens(state), state.prompt_estimate), "about"
     llm = state.inputs.llm
     if getattr(llm, "exact_count", False):
         try:
@@ -148,7 +150,7 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
                 tools=state.inputs.tool_defs))
             how = "exactly"
         except Exception:  # noqa: BLE001 - counting is an optimisation; fall back
-            prompt = prompt_tokens(state)
+            pass
     worst = Usage(prompt, c.max_tokens)
     n = state.model_calls + 1
     worst_total = state.usage.total_tokens + worst.total_tokens
