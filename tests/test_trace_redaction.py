@@ -146,3 +146,64 @@ def test_the_loops_own_step_events_take_the_short_look():
     steps = [(k, d) for k, d in seen if k in _OUTSIDE]
     assert {k for k, _ in steps} == {"model_call", "tool_execution"} and len(steps) >= 8
     assert [k for k, d in steps if _OUTSIDE[k](d) is None] == []
+
+
+# ---------------------------------------------------------------- a key cut in pieces
+
+SPLIT_KEY = "sk-ant-api03-" + "Zq7Rm2Kp9Xw4" * 7 + "Lb3Nv8Tc1Yh"  # 108 characters
+
+
+def leaked_pieces(text: str) -> list[str]:
+    """Every 8-character piece of the key's secret part found in ``text``."""
+    body = SPLIT_KEY[len("sk-ant-api03-"):]
+    return sorted({body[i:i + 8] for i in range(len(body) - 7) if body[i:i + 8] in text})
+
+
+def test_a_108_character_key_split_by_a_newline_is_redacted_wherever_it_is_cut():
+    assert len(SPLIT_KEY) == 108
+    for cut in range(1, len(SPLIT_KEY)):
+        for newline in ("\n", "\r\n", "\\n", "\n    "):
+            text = f"log: {SPLIT_KEY[:cut]}{newline}{SPLIT_KEY[cut:]} done"
+            assert leaked_pieces(redact(text)) == [], (cut, newline)
+            assert leaked_pieces(redact(json.dumps({"log": text}))) == [], (cut, newline)
+
+
+def test_a_key_split_across_chunks_is_redacted():
+    for cut in range(1, 19):  # a first chunk too short to be a key by itself
+        chunks = ["log: " + SPLIT_KEY[:cut], SPLIT_KEY[cut:70], SPLIT_KEY[70:] + " done"]
+        assert "".join(redact(chunks)) == f"log: {REDACTED} done", cut
+    chunks = ["log: " + SPLIT_KEY[:30], SPLIT_KEY[30:]]  # whole-looking: no more is taken
+    assert redact(chunks)[0] == f"log: {REDACTED}"
+
+
+def test_a_split_key_reaches_no_trace_eval_trace_or_content_export(tmp_path):
+    from primer.harness.evals.run import EvalTask, run_task
+    from primer.harness.evals.scorers import AnswerContains
+    from primer.harness.tracing.otel import otlp_json
+
+    split = SPLIT_KEY[:30] + "\n" + SPLIT_KEY[30:]
+
+    @tool
+    def read_env(name: str) -> str:
+        """Read a setting.
+
+        Args:
+          name: the setting.
+        """
+        return f"{name}={split}"
+
+    def llm(_task=None):
+        return ScriptedLLM([tool_reply(("read_env", {"name": "KEY"})),
+                            f"The key is {split} and it works."])
+
+    run_production(llm(), "show the key", [read_env], config=AgentConfig(),
+                   trace=tmp_path / "run.jsonl")
+    run_task(EvalTask("key", "show the key", AnswerContains("works")), llm, [read_env],
+             trace_dir=tmp_path / "evals")
+    written = {"trace": (tmp_path / "run.jsonl").read_text(),
+               "eval trace": (tmp_path / "evals" / "key.jsonl").read_text(),
+               "export --content": otlp_json([str(tmp_path / "run.jsonl")],
+                                             capture_content=True)}
+    assert "sk-ant-api03" not in written["trace"]  # the test's key did reach the run
+    assert {name: leaked_pieces(text) for name, text in written.items()} == \
+        {name: [] for name in written}

@@ -4,11 +4,14 @@ Traces (:mod:`primer.harness.tracing.trace`), their OpenTelemetry export
 (:mod:`primer.harness.tracing.otel`),
 replay's comparison with a record, and the requests :class:`~primer.providers.fake_server.
 FakeModelServer` records all pass what they keep through :func:`redact`, so an API key that
-reaches a tool input, a result, a header or a dict key is never written to a file.
+reaches a tool input, a result, a header or a dict key is never written to a file. A key
+broken across lines (a raw line break, or one escaped as ``\\n`` in JSON text, with any
+indentation after it), or across the strings of a list (chunks), is found as well.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from typing import Any
@@ -58,12 +61,23 @@ FOLDED_LETTERS = ("\u0130", "\u0131", "\u017f", "\u212a")
 _HINTS = re.compile(b"|".join(re.escape(w.encode()) for w in SECRET_HINTS + FOLDED_LETTERS))
 
 
+#: Where a secret may be broken in a line of JSON text: a line break escaped as ``\\n`` or
+#: ``\\r`` (once or more) and the indentation after it, or the end of one string of a list
+#: and the start of the next (``", "``).
+_JSON_BREAK = re.compile(rb'(?:\\+[nr])+[ \t]*|",\s*"')
+
+
 def may_hold_secret(line: bytes) -> bool:
     """Whether a UTF-8 ``line`` holds any of :data:`SECRET_HINTS` (ASCII case ignored) or
-    one of :data:`FOLDED_LETTERS`: a cheap superset test of what :func:`redact` would change
-    in it (one scan of the lowered line; a case-insensitive pattern would cost ten times
-    more)."""
-    return _HINTS.search(line.lower()) is not None
+    one of :data:`FOLDED_LETTERS`, also once its escaped line breaks and the seams between
+    the strings of a list are taken out: a cheap superset test of what :func:`redact` would
+    change in it (one scan of the lowered line, a second only for a line with a break or a
+    list of strings; a case-insensitive pattern would cost ten times more)."""
+    low = line.lower()
+    if _HINTS.search(low) is not None:
+        return True
+    return (b"\\" in low or b'"' in low) and \
+        _HINTS.search(_JSON_BREAK.sub(b"", low)) is not None
 
 
 def redact(value: Any) -> Any:
@@ -78,8 +92,7 @@ def redact(value: Any) -> Any:
     are.
     """
     if isinstance(value, str):
-        value = SECRET_PATTERN.sub(REDACTED, value)
-        return SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
+        return _redact_text(value)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for k, v in value.items():
@@ -91,8 +104,67 @@ def redact(value: Any) -> Any:
             out[k] = clean
         return out
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        items = list(value)
+        strings = [k for k, v in enumerate(items) if isinstance(v, str)]
+        if len(strings) > 1:  # a key may be cut across chunks: look at them joined
+            for k, text in zip(strings, _redact_broken([items[k] for k in strings]),
+                               strict=True):
+                items[k] = text
+        return [redact(v) for v in items]
     return value
+
+
+#: A line break inside a string (raw, or escaped as in JSON text, once or more) and the
+#: indentation after it.
+_BREAK = re.compile(r"(?:\\+[nr]|[\r\n])+[ \t]*")
+
+
+def _redact_text(text: str) -> str:
+    if "\n" in text or "\r" in text or "\\" in text:
+        text = _redact_broken([text])[0]
+    text = SECRET_PATTERN.sub(REDACTED, text)
+    return SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def _redact_broken(parts: list[str]) -> list[str]:
+    """``parts`` with every key that :data:`SECRET_PATTERN` finds once the line breaks in
+    them (:data:`_BREAK`) and the seams between them are taken out replaced: the first piece
+    of a key by ``[REDACTED]``, its other pieces removed. A key is followed into the next
+    part only from a piece too short to be a key by itself."""
+    starts: list[int] = []  # where each kept segment starts in the joined text
+    where: list[tuple[int, int, int]] = []  # each segment: (part, start, end) in that part
+    joined: list[str] = []
+    size = 0
+    for k, part in enumerate(parts):
+        pos = 0
+        for m in itertools.chain(_BREAK.finditer(part), [None]):
+            end = len(part) if m is None else m.start()
+            starts.append(size)
+            where.append((k, pos, end))
+            joined.append(part[pos:end])
+            size += end - pos
+            pos = len(part) if m is None else m.end()
+    cuts: list[tuple[int, int, int, bool]] = []  # (part, start, end, first piece of a key)
+    for m in SECRET_PATTERN.finditer("".join(joined)):
+        pieces: list[tuple[int, int, int, bool]] = []
+        for seg in range(bisect.bisect_right(starts, m.start()) - 1, len(starts)):
+            if starts[seg] >= m.end():
+                break
+            k, a, b = where[seg]
+            lo, hi = a + max(m.start() - starts[seg], 0), a + min(m.end() - starts[seg], b - a)
+            if lo < hi:
+                pieces.append((k, lo, hi, not pieces))
+        if pieces[0][0] != pieces[-1][0] and SECRET_PATTERN.fullmatch(
+                parts[pieces[0][0]], pieces[0][1], pieces[0][2]):
+            # a whole key at the end of one string of a list: what the next string starts
+            # with is another value, not the rest of the key (that is only looked for in a
+            # string whose piece is too short to be a key)
+            pieces = [p for p in pieces if p[0] == pieces[0][0]]
+        cuts.extend(pieces)
+    out = list(parts)
+    for k, lo, hi, first in sorted(cuts, reverse=True):
+        out[k] = out[k][:lo] + (REDACTED if first else "") + out[k][hi:]
+    return out
 
 
 def _is_secret_key(key: Any) -> bool:
