@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-LEARNER_EXTRAS := frameworks
+LEARNER_EXTRAS := frameworks,agentdojo
 INSTALLER ?= auto
 N      ?=
 LAB_ARGS ?=
@@ -61,9 +61,9 @@ lesson: venv
 lint: dev
 	$(BIN)/ruff check primer tests scripts conftest.py
 
-# The core with --strict; every other module of primer with mypy's defaults (pyproject.toml).
+# One run: the core (primer/loop) with every --strict flag, the rest of primer with mypy's
+# defaults (pyproject.toml's [tool.mypy] overrides).
 typecheck: dev
-	$(BIN)/mypy --strict primer/loop
 	$(BIN)/mypy primer
 
 # The unit tests, spread over the machine's cores (pytest-xdist).

@@ -41,9 +41,9 @@ from primer.harness.summaries import render_lines
 from primer.loop.config import AgentConfig
 from primer.loop.loop import task_text
 from primer.loop.messages import Message, RepairedHistory, history_problem, repair_history
-from primer.loop.model import LLM, Usage
+from primer.loop.model import LLM, EventSink, Usage
 from primer.loop.result import AgentResult
-from primer.loop.state import EventSink, StopCause
+from primer.loop.state import StopCause
 from primer.loop.tools import Tool, ToolRegistry
 
 from ..production import run_production

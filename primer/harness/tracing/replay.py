@@ -18,9 +18,9 @@ from typing import Any, cast
 
 from primer.loop.config import AgentConfig
 from primer.loop.messages import Message
-from primer.loop.model import Reply
+from primer.loop.model import EventSink, Reply
 from primer.loop.result import AgentResult
-from primer.loop.state import EventSink, StopCause
+from primer.loop.state import StopCause
 from primer.loop.tools import Tool, ToolRegistry
 
 from ..production import run_production

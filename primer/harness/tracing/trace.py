@@ -72,9 +72,9 @@ from primer.loop.messages import (
     user_message,
     with_new_turn,
 )
-from primer.loop.model import Reply, Usage, cost_usd
+from primer.loop.model import EventSink, Reply, Usage, cost_usd
 from primer.loop.result import format_trace_table, step_row
-from primer.loop.state import EventSink, StopCause
+from primer.loop.state import StopCause
 from primer.loop.text import JSONRefused, parse_json, safe_repr
 
 from .redaction import may_hold_secret, redact
