@@ -253,13 +253,13 @@ def test_a_timeout_must_be_a_positive_number_of_seconds(bad):
         MCPConnection.inprocess(orders_server(), timeout_s=bad)
 
 
-def test_a_tool_name_a_model_cannot_call_is_a_connection_error():
+def test_a_tool_name_a_model_cannot_call_is_left_out_with_the_reason():
     server = MCPServer("dotted")
     server.add_tool(lambda: "x", name="orders.get")
-    with pytest.raises(MCPConnectionError, match="lists tool 'orders.get', which cannot be "
-                                                 "offered to a model"):
-        with mcp_inprocess_tools(server):
-            pass
+    server.add_tool(lambda: "y", name="orders_list")
+    with MCPConnection.inprocess(server) as conn:
+        assert [t.name for t in conn.tools] == ["orders_list"]
+        assert "tool name 'orders.get' must be 1-64 letters" in conn.refused["orders.get"]
 
 
 def test_a_tool_called_after_its_connection_closed_is_an_error_result():

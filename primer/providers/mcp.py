@@ -8,7 +8,8 @@ machinery unchanged: the arguments are validated against the listed schema befor
 is sent, the tool timeout (:class:`~primer.harness.runner.ToolRunner`) bounds the call, and every
 failure is an error result the model can act on, never an exception that ends the run:
 
-* a result the server marks ``isError`` is sent with ``is_error: true`` and its text;
+* a result the server marks ``isError`` is sent with ``is_error: true`` and its text (with
+  no text, a sentence saying that the tool failed);
 * a protocol error (a JSON-RPC error response) becomes a :class:`ToolError` naming its code;
 * a server that never answers: the SDK's per-request timeout cancels the request at the
   protocol level (``notifications/cancelled``) and the call is a ``timeout`` result;
@@ -37,10 +38,12 @@ import atexit
 import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import shlex
+import sys
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
@@ -48,16 +51,20 @@ import anyio
 import jsonschema
 import mcp_types as types
 import pydantic
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from primer.harness.retry import ToolTimeout
+from primer.loop.state import HANDOFF_TOOL_NAME
 from primer.loop.text import safe_str
 from primer.loop.tools import Tool, ToolError, ToolOutput
 
 from .event_loop_thread import EventLoopThread
+from .mcp_stdio import stdio_transport
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mcp.client import Transport
@@ -84,6 +91,7 @@ class MCPOptions(TypedDict, total=False):
     connect_timeout_s: float
     side_effecting: bool | Collection[str]
     needs_approval: bool | Collection[str]
+    reserved: Iterable[str | Tool]
 
 
 class MCPConnectionError(Exception):
@@ -110,6 +118,14 @@ class MCPConnection:
     opens, so a typo cannot leave a tool unguarded. ``stderr`` receives a stdio server's
     stderr; by default it is kept in a temporary file, read with :meth:`server_stderr`.
 
+    A server's tool list is data we check, never code we obey. A listed tool is left out,
+    with the reason in :attr:`refused` (and a warning on this module's logger), when its
+    name is reserved (the hand-off tool's, or any name in ``reserved``: the tools or names
+    already registered for the run, e.g. ``reserved=my_tools``), when its name cannot be
+    sent to a model, or when its ``input_schema`` cannot be checked safely (a ``$ref``
+    outside the document, a cycle, a pattern needing backtracking: see
+    :mod:`primer.loop.schema_safety`).
+
     Use it as a context manager (``with MCPConnection.stdio(...) as conn:``) or call
     :meth:`open` and :meth:`close`. :meth:`open` raises :class:`MCPConnectionError` and
     ``ValueError`` as described; the connection is closed again before either is raised.
@@ -119,6 +135,7 @@ class MCPConnection:
                  connect_timeout_s: float = 30.0,
                  side_effecting: bool | Collection[str] = (),
                  needs_approval: bool | Collection[str] = (),
+                 reserved: Iterable[str | Tool] = (),
                  stderr_file: TextIO | None = None) -> None:
         value: object
         for what, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
@@ -136,6 +153,10 @@ class MCPConnection:
         self.timeout_s = float(timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self._marks = {"side_effecting": side_effecting, "needs_approval": needs_approval}
+        self._reserved = {HANDOFF_TOOL_NAME, *(r.name if isinstance(r, Tool) else str(r)
+                                               for r in reserved)}
+        #: Tool name → why the listed tool was left out (see the class's docstring).
+        self.refused: dict[str, str] = {}
         self._stderr = stderr_file
         #: The server's tools, in the order it lists them (empty until :meth:`open`).
         self.tools: list[Tool] = []
@@ -253,8 +274,8 @@ class MCPConnection:
         """
         self._stop = anyio.Event()
         target: Target | Transport = self.target
-        if isinstance(target, StdioServerParameters) and self._stderr is not None:
-            target = stdio_client(target, errlog=self._stderr)
+        if isinstance(target, StdioServerParameters):
+            target = stdio_transport(target, self._stderr or sys.stderr)
         try:
             async with Client(target, read_timeout_seconds=self.connect_timeout_s) as client:
                 self.server_name = client.server_info.name if client.server_info else None
@@ -282,16 +303,24 @@ class MCPConnection:
         for t in listed:
             self.annotations[t.name] = (t.annotations.model_dump(by_alias=True, exclude_none=True)
                                         if t.annotations else {})
+            if t.name in self._reserved:
+                self._refuse(t.name, "its name is reserved: the harness (or a tool already "
+                                     "registered for the run) has a tool of that name, which "
+                                     "a server may not replace")
+                continue
             try:
                 tools.append(Tool(
                     t.name, t.description or t.title or "", dict(t.input_schema),
                     _CallFn(self, t.name), side_effecting=t.name in marked["side_effecting"],
                     needs_approval=t.name in marked["needs_approval"], timeout_s=self.timeout_s))
             except (ValueError, jsonschema.SchemaError) as e:
-                raise MCPConnectionError(
-                    f"MCP server {self.label} lists tool {t.name!r}, which cannot be offered "
-                    f"to a model: {safe_str(getattr(e, 'message', e), 300)}") from None
+                self._refuse(t.name, f"it cannot be offered to a model safely: "
+                                     f"{safe_str(getattr(e, 'message', e), 300)}")
         return tools
+
+    def _refuse(self, name: str, why: str) -> None:
+        self.refused[name] = why
+        log.warning("MCP server %s lists tool %r, left out: %s", self.label, name, why)
 
     def call(self, name: str, arguments: dict[str, Any]) -> str | ToolOutput:
         """Send ``tools/call`` for ``name`` and wait for the result (at most ``timeout_s``
@@ -334,6 +363,9 @@ class MCPConnection:
         except BaseException:  # the wait was interrupted (the harness's timer, Ctrl-C):
             future.cancel()    # the request is cancelled, not left running
             raise
+        if result.is_error and not result.content and result.structured_content is None:
+            return ToolOutput(f"{name} failed: MCP server {self.label} reported an error "
+                              f"without saying what went wrong", is_error=True)
         text = mcp_result_text(result)
         return ToolOutput(text, is_error=True) if result.is_error else text
 
