@@ -180,6 +180,90 @@ class SchemaCheck:
                 if e.absolute_path else e.message for e in errors]
 
 
+    def coerce(self, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """Lax mode: ``args`` with each value of the wrong JSON type converted as pydantic's
+        lax mode converts it (``"98.7"`` to the number 98.7, ``"7"`` and ``7.0`` to the
+        integer 7, ``"yes"`` to ``true``; never a number to a string), and a record of each
+        change, ``{"path", "from", "to", "type"}``. ``None`` when conversion cannot make the
+        input valid. ``args`` itself is not changed; valid input comes back as it is."""
+        value: Any = json.loads(json.dumps(args))  # a copy (the input is plain JSON)
+        changes: list[dict[str, Any]] = []
+        done: list[list[Any]] = []
+        for _ in range(MAX_COERCIONS + 1):
+            try:
+                errors = checked_errors(self.validator, value)
+            except Exception:  # noqa: BLE001 - too costly, or not checkable: no lax pass
+                return None
+            if not errors:
+                return value, changes
+            changed = False
+            for e in errors:
+                path = list(e.absolute_path)
+                if len(changes) >= MAX_COERCIONS or path in done:
+                    continue
+                for kind in _wanted_types(e):
+                    new = _lax_value(e.instance, kind)
+                    if new is not _NO:
+                        value = _replaced(value, path, new)
+                        done.append(path)
+                        changes.append({"path": "/".join(map(str, path)), "from": e.instance,
+                                        "to": new, "type": kind})
+                        changed = True
+                        break
+            if not changed:
+                return None
+        return None
+
+
+#: The most values one call's input may have converted in lax mode.
+MAX_COERCIONS = 100
+_NO = object()
+_LAX_TYPES = ("integer", "number", "boolean")
+
+
+def _wanted_types(error: Any) -> list[str]:
+    """The JSON types a value failed to be (a ``type`` error, or one inside ``anyOf`` /
+    ``oneOf`` at the same place), those lax mode converts to, in the schema's order."""
+    found: list[Any] = []
+    if error.validator == "type":
+        found.append(error.validator_value)
+    elif error.validator in ("anyOf", "oneOf"):
+        found += [sub.validator_value for sub in error.context or ()
+                  if sub.validator == "type" and not sub.relative_path]
+    kinds = [k for v in found for k in (v if isinstance(v, list) else [v])]
+    return [k for k in kinds if k in _LAX_TYPES]
+
+
+@functools.cache
+def _lax_adapter(kind: str) -> Any:
+    import pydantic
+
+    target = {"integer": int, "number": float, "boolean": bool}[kind]
+    return pydantic.TypeAdapter(target, config=pydantic.ConfigDict(allow_inf_nan=False))
+
+
+def _lax_value(value: Any, kind: str) -> Any:
+    """``value`` as pydantic's lax mode converts it to ``kind``, or ``_NO``."""
+    import pydantic
+
+    if type(value) not in (str, int, float, bool):
+        return _NO
+    try:
+        return _lax_adapter(kind).validate_python(value, strict=False)
+    except pydantic.ValidationError:
+        return _NO
+
+
+def _replaced(root: Any, path: list[Any], new: Any) -> Any:
+    if not path:
+        return new
+    node = root
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = new
+    return root
+
+
 def _is_integer(_checker: Any, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

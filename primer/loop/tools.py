@@ -66,8 +66,13 @@ class Tool:
     ``side_effecting``: it changes the world (a refund), so its calls are not retried blindly.
     ``needs_approval``: ``True``, or a predicate on the input (:meth:`requires_approval`),
     pauses the loop for a person first. ``timeout_s`` (seconds) overrides the harness's time
-    limit. ``jsonschema.SchemaError`` for an invalid ``input_schema``; ``ValueError`` for a
-    bad name, ``timeout_s``, ``side_effecting`` or ``needs_approval``.
+    limit. ``argument_mode``: ``"strict"`` (the default) refuses a value of the wrong JSON
+    type; ``"lax"`` first converts it as pydantic's lax mode does (``"98.7"`` to a number,
+    ``"7"`` to an integer) and the call's :class:`ToolExecution` records each conversion
+    (``coerced``, in the trace too). ``jsonschema.SchemaError`` for an invalid
+    ``input_schema``; ``ValueError`` for one that cannot be checked safely
+    (:mod:`~primer.loop.schema_safety`), a bad name, ``timeout_s``, ``side_effecting``,
+    ``needs_approval`` or ``argument_mode``.
     """
 
     name: str
@@ -77,6 +82,7 @@ class Tool:
     side_effecting: bool = False
     needs_approval: bool | ApprovalRule = False
     timeout_s: float | None = None
+    argument_mode: Literal["strict", "lax"] = "strict"
     _check: SchemaCheck = field(init=False, repr=False, compare=False)
     _takes_key: bool = field(init=False, repr=False, compare=False)
     _is_async: bool = field(init=False, repr=False, compare=False)
@@ -95,6 +101,9 @@ class Tool:
         if not isinstance(self.side_effecting, bool):
             raise ValueError(f"tool {self.name}: side_effecting must be True or False, not "
                              f"{self.side_effecting!r}")
+        if self.argument_mode not in ("strict", "lax"):
+            raise ValueError(f"tool {self.name}: argument_mode must be 'strict' or 'lax', not "
+                             f"{self.argument_mode!r}")
         self._check = SchemaCheck(self.input_schema)
         try:
             params: Any = inspect.signature(self.fn).parameters
@@ -118,7 +127,7 @@ class Tool:
         if self.input_errors(args) is not None:
             return False
         try:
-            verdict = gate(cast(dict[str, Any], args))
+            verdict = gate(self.lax_input(cast(dict[str, Any], args))[0])
         except Exception:  # noqa: BLE001 - a failing predicate fails closed
             return True
         return verdict if isinstance(verdict, bool) else True
@@ -130,7 +139,7 @@ class Tool:
             return (f"{self.name}: the input {object_problem(args)}. Send the arguments as a "
                     f"JSON object matching input_schema {compact_json(self.input_schema)}.")
         lines = self._check.problems(args)
-        if lines is None:
+        if lines is None or (self.argument_mode == "lax" and self._check.coerce(args)):
             return None
         return (f"{self.name}: invalid input: {'; '.join(lines)}. "
                 f"Expected input_schema: {compact_json(self.input_schema)}.")
@@ -153,8 +162,20 @@ class Tool:
         value = self.invoke_async(args, tool_use_id)
         return run_to_completion(value) if isinstance(value, CoroutineType) else value
 
+    def lax_input(self, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """``args`` as the function receives them, and the conversions made: in lax mode,
+        each value converted (:meth:`SchemaCheck.coerce`, ``{"path", "from", "to",
+        "type"}``); otherwise, or when nothing needed converting, ``(args, [])``."""
+        if self.argument_mode == "lax" and self._check.problems(args) is not None:
+            lax = self._check.coerce(args)
+            if lax is not None:
+                return lax
+        return args, []
+
     def invoke_async(self, args: dict[str, Any], tool_use_id: str) -> Any:
         """``fn(**args)`` plus any idempotency key, as returned (an ``async def`` coroutine)."""
+        if self.argument_mode == "lax":
+            args = self.lax_input(args)[0]
         if self._takes_key:
             return self.fn(**args, **{IDEMPOTENCY_PARAM: idempotency_key(tool_use_id)})
         return self.fn(**args)
@@ -163,7 +184,8 @@ class Tool:
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          description: str | None = None, side_effecting: bool = False,
          needs_approval: bool | ApprovalRule = False,
-         timeout_s: float | None = None) -> Any:
+         timeout_s: float | None = None,
+         argument_mode: Literal["strict", "lax"] = "strict") -> Any:
     """Build a :class:`Tool` from a typed, documented function (``@tool`` or ``@tool(...)``).
 
     The ``input_schema`` comes from the type hints (pydantic; a default makes a parameter
@@ -176,7 +198,8 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
         summary, arg_docs = parse_docstring(inspect.getdoc(f) or "")
         return Tool(name or f.__name__, description or summary or f.__name__,
                     schema_from_signature(f, arg_docs), f, side_effecting=side_effecting,
-                    needs_approval=needs_approval, timeout_s=timeout_s)
+                    needs_approval=needs_approval, timeout_s=timeout_s,
+                    argument_mode=argument_mode)
 
     return build(fn) if fn is not None else build
 
@@ -211,6 +234,7 @@ class ToolExecution:
     error (:data:`ErrorKind`, the core's kinds first, then the harness's), ``None`` on success.
     ``latency_s``: wall seconds in the function; ``attempts``/``attempt_log``: tries, a record
     each under a retry policy. ``usage``, ``cost_usd``: what models inside it spent.
+    ``coerced``: each value a lax-mode tool converted before it ran (:meth:`Tool.lax_input`).
     """
 
     tool_use_id: str
@@ -224,6 +248,7 @@ class ToolExecution:
     attempt_log: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage | None = None
     cost_usd: float = 0.0
+    coerced: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         usage: object = self.usage
@@ -246,6 +271,8 @@ class ToolExecution:
              "attempt_log": self.attempt_log}
         if self.usage is not None:
             d["usage"], d["cost_usd"] = self.usage.to_dict(), self.cost_usd
+        if self.coerced:
+            d["coerced"] = self.coerced
         return d
 
 
@@ -326,7 +353,17 @@ class ToolRegistry:
             tool: Tool | None = None) -> ToolExecution:
         """Validate and run one ``tool_use`` block; every failure becomes an error result.
         ``invoke`` calls the tool (default :meth:`Tool.invoke`; the harness's adds a time
-        limit); ``tool`` is the block's tool when the caller already looked it up."""
+        limit); ``tool`` is the block's tool when the caller already looked it up. A lax
+        tool's conversions are recorded on the execution (``coerced``)."""
+        execution = self._run(block, invoke, tool)
+        t = tool if tool is not None else self.get(block.get("name"))
+        if (t is not None and t.argument_mode == "lax" and type(execution.input) is dict
+                and execution.error_kind != "invalid_input"):
+            execution.coerced = t.lax_input(execution.input)[1]
+        return execution
+
+    def _run(self, block: ToolUseBlock, invoke: Invoke | None, tool: Tool | None
+             ) -> ToolExecution:
         call_id = block.get("id", "")
         if type(call_id) is not str:
             call_id = str(call_id)
