@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 import primer.harness.durable.checkpoint as checkpoint_module
 from primer.__main__ import main
-from primer.harness.durable.checkpoint import approve, read_checkpoint, reject
+from primer.harness.durable.checkpoint import (
+    approve,
+    edit,
+    input_sha256,
+    read_checkpoint,
+    reject,
+    respond,
+)
 from primer.harness.durable.keystore import CheckpointError
 from primer.harness.durable.resume import resume
 from primer.scenarios import get_demo
@@ -153,3 +162,94 @@ def test_an_approver_name_with_control_characters_is_refused(paused, name):
     with pytest.raises(ValueError, match="no control characters"):
         approve(paused.checkpoint, paused.pending[0]["id"], approver=name)
     assert _decision(paused) is None
+
+
+# ---------------------------------------------------------------- edit and respond
+
+
+def test_an_edit_runs_the_call_with_the_persons_input_and_tells_the_model(paused, tmp_path):
+    call_id = paused.pending[0]["id"]
+    seen = paused.pending[0]["input"]
+    changed = {**seen, "amount_usd": 25.0}
+    edit(paused.checkpoint, call_id, changed, note="half now", approver="Dana")
+    d = _decision(paused)
+    assert (d["action"], d["approved"], d["edited_input"]) == ("edit", True, changed)
+    assert d["input_sha256"] == input_sha256(seen)  # bound to what the person reviewed
+    assert d["edited_sha256"] == input_sha256(changed)
+    done = resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"))
+    [paid] = RefundLedger(tmp_path / "ledger.sqlite").refunds()
+    assert paid.amount_usd == 25.0
+    result = next(e for e in done.executions if e.tool_use_id == call_id)
+    assert result.input == changed and "A person changed the input of this call to" in \
+        result.content
+
+
+def test_an_edit_the_tools_input_schema_refuses_is_not_recorded(paused):
+    call_id = paused.pending[0]["id"]
+    with pytest.raises(ValueError, match="does not fit its input_schema: at 'amount_usd'"):
+        edit(paused.checkpoint, call_id, {**paused.pending[0]["input"], "amount_usd": "lots"})
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        edit(paused.checkpoint, call_id, ["not", "an", "object"])
+    assert _decision(paused) is None
+
+
+def test_an_edit_the_live_tool_refuses_does_not_run(paused, tmp_path):
+    call_id = paused.pending[0]["id"]
+    edit(paused.checkpoint, call_id, {**paused.pending[0]["input"], "amount_usd": 25.0})
+    tighter = []
+    for t in refund.tools(tmp_path / "ck"):
+        if t.name == "issue_refund":
+            schema = {**t.input_schema, "properties": {
+                **t.input_schema["properties"], "amount_usd": {"type": "number",
+                                                               "maximum": 20}}}
+            t = dataclasses.replace(t, input_schema=schema)
+        tighter.append(t)
+    with pytest.raises(CheckpointError):  # the definition changed: refused, nothing runs
+        resume(paused.checkpoint, refund.make_llm(), tighter)
+    assert _refunds(tmp_path) == 0
+
+
+def test_a_response_goes_back_as_the_calls_result_and_the_tool_never_runs(paused, tmp_path):
+    call_id = paused.pending[0]["id"]
+    respond(paused.checkpoint, call_id, "Refunds are paused today; offer a voucher instead.")
+    assert _decision(paused)["action"] == "respond"
+    done = resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"))
+    assert _refunds(tmp_path) == 0
+    result = next(e for e in done.executions if e.tool_use_id == call_id)
+    assert result.error_kind == "not_run" and not result.is_error
+    assert result.content.endswith("Their answer: Refunds are paused today; offer a voucher "
+                                   "instead.")
+    assert "not run: issue_refund" in done.summary
+    with pytest.raises(ValueError, match="needs the person's text"):
+        respond(paused.checkpoint, call_id, "  ")
+
+
+def test_a_rejected_call_never_reaches_its_tool_however_often_the_run_is_resumed(paused,
+                                                                                 tmp_path):
+    reject(paused.checkpoint, paused.pending[0]["id"], note="no photo")
+    for _ in range(2):
+        resume(paused.checkpoint, refund.make_llm(), refund.tools(tmp_path / "ck"))
+    assert _refunds(tmp_path) == 0
+
+
+def test_a_decision_of_one_kind_cannot_be_turned_into_another(paused):
+    call_id = paused.pending[0]["id"]
+    respond(paused.checkpoint, call_id, "Handled by phone.")
+    with pytest.raises(CheckpointError, match="already answered in the tool's place"):
+        approve(paused.checkpoint, call_id)
+    with pytest.raises(CheckpointError, match="a decision cannot be changed"):
+        edit(paused.checkpoint, call_id, dict(paused.pending[0]["input"]))
+
+
+def test_the_cli_records_an_edit_and_a_response(paused, tmp_path, capsys):
+    call_id = paused.pending[0]["id"]
+    assert main(["approve", paused.checkpoint, call_id, "--edit",
+                 json.dumps({**paused.pending[0]["input"], "amount_usd": 30})]) == 0
+    assert "approved with the input changed to" in capsys.readouterr().out
+    other = refund.run(checkpoint_dir=str(tmp_path / "ck2"))
+    assert main(["approve", other.checkpoint, other.pending[0]["id"], "--respond",
+                 "Call the customer first."]) == 0
+    assert "answered in the tool's place" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["approve", paused.checkpoint, call_id, "--edit", "not json"])
+    assert bad.value.code == 2 and "not JSON" in capsys.readouterr().err

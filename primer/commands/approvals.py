@@ -2,9 +2,10 @@
 
 * ``python -m primer approvals list DIR``: every checkpoint in DIR with its status and each
   call awaiting a decision (``tool_use`` id, tool, exact arguments, decision so far).
-* ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no [--note TEXT] [--approver
-  NAME] [--expires-in 4h]``: record a person's decision for one call, who made it and when
-  (UTC), and how long an approval holds. Nothing runs yet.
+* ``python -m primer approve CHECKPOINT TOOL_USE_ID --yes|--no|--edit JSON|--respond TEXT
+  [--note TEXT] [--approver NAME] [--expires-in 4h]``: record a person's decision for one
+  call (approve it, reject it, approve it with other arguments, or answer it in the tool's
+  place), who made it and when (UTC), and how long an approval holds. Nothing runs yet.
 * ``python -m primer resume CHECKPOINT [--scenario NAME]``: continue the run with the scripted
   model and tools of the demo that started it (recorded in the checkpoint; ``--scenario``
   overrides it, see ``python -m primer demo --list``), and print how it ended. Tools that
@@ -33,9 +34,12 @@ from primer.harness.durable.checkpoint import (
     CheckpointError,
     approve,
     decision_terms,
+    decision_verb,
+    edit,
     list_checkpoints,
     read_checkpoint,
     reject,
+    respond,
     resume,
 )
 
@@ -61,8 +65,14 @@ def register(subparsers: Any) -> None:
     a.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpoint file (run-NNN.jsonl)")
     a.add_argument("tool_use_id", metavar="TOOL_USE_ID", help="the call to decide on")
     yes_no = a.add_mutually_exclusive_group(required=True)
-    yes_no.add_argument("--yes", dest="approved", action="store_true", help="approve the call")
+    yes_no.add_argument("--yes", dest="approved", action="store_true", default=None,
+                        help="approve the call")
     yes_no.add_argument("--no", dest="approved", action="store_false", help="reject the call")
+    yes_no.add_argument("--edit", metavar="JSON", type=_json_object,
+                        help="approve the call with these arguments instead (a JSON object, "
+                             "checked against the tool's input_schema)")
+    yes_no.add_argument("--respond", metavar="TEXT",
+                        help="do not run the tool; TEXT goes back to the model as its result")
     a.add_argument("--note", default="", help="a note for the record (a rejection's note "
                                               "reaches the model)")
     a.add_argument("--approver", metavar="NAME",
@@ -109,13 +119,22 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    """``approve CHECKPOINT TOOL_USE_ID --yes|--no``: record the decision and say what it was."""
-    if args.expires_in is not None and not args.approved:
-        print("approve: --expires-in applies to an approval (--yes) only", file=sys.stderr)
+    """``approve CHECKPOINT TOOL_USE_ID --yes|--no|--edit JSON|--respond TEXT``: record the
+    decision and say what it was."""
+    approving = bool(args.approved) or args.edit is not None
+    if args.expires_in is not None and not approving:
+        print("approve: --expires-in applies to an approval (--yes or --edit) only",
+              file=sys.stderr)
         return USAGE_ERROR
+    ends = None if args.expires_in is None else datetime.now(timezone.utc) + args.expires_in
     try:
-        if args.approved:
-            ends = None if args.expires_in is None else datetime.now(timezone.utc) + args.expires_in
+        if args.edit is not None:
+            call = edit(args.checkpoint, args.tool_use_id, args.edit, note=args.note,
+                        approver=args.approver, expires_at=ends)
+        elif args.respond is not None:
+            call = respond(args.checkpoint, args.tool_use_id, args.respond,
+                           approver=args.approver)
+        elif args.approved:
             call = approve(args.checkpoint, args.tool_use_id, note=args.note,
                            approver=args.approver, expires_at=ends)
         else:
@@ -126,12 +145,25 @@ def run_approve(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     arguments = json.dumps(call["input"], ensure_ascii=False, sort_keys=True)
     d = call["decision"]
-    print(f"{'approved' if d['approved'] else 'rejected'} {call['tool_use_id']}: "
+    print(f"{decision_verb(d)} {call['tool_use_id']}: "
           f"{call['name']}({arguments}) {decision_terms(d)}")
     option = [] if recorded_scenario(args.checkpoint) else ["--scenario", "NAME"]
     print(f"run `{primer_command('resume', shlex.quote(args.checkpoint), *option)}` "
           f"to continue")
     return 0
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """``--edit``'s JSON object, for argparse."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e.msg}); give the arguments as an "
+                                         f"object, like '{{\"amount_usd\": 30}}'") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("give the arguments as a JSON object, like "
+                                         "'{\"amount_usd\": 30}'")
+    return value
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

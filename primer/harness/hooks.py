@@ -107,8 +107,9 @@ def run_hooked(hooks: list[Hooks], run: Callable[[ToolUseBlock], ToolExecution],
     Returns the execution the model will see. A :class:`Blocked` gives an error result with
     ``error_kind == "blocked"`` and the tool never runs; a hook that raises, or returns the
     wrong type, gives an error result with ``error_kind == "hook_error"``. With ``registry``,
-    a hook that turns a call into a call of a tool that needs a person's approval is refused
-    the same way (the approval gate has already passed this reply). Never raises.
+    a hook that turns a call into a call of a tool that needs a person's approval, or changes
+    its input into one that needs it (even a call a person approved: the approval was for the
+    input they saw), is refused the same way. Never raises.
     """
     call, refused = before_tool_hooks(hooks, call, registry)
     if refused is not None:
@@ -140,6 +141,8 @@ def before_tool_hooks(hooks: list[Hooks], call: ToolUseBlock,
                                           f"Blocked; {call.get('name')} did not run.",
                                     "hook_error")
             call = {**out, "id": original_id}
+    if call.get("name") == original_name and call.get("input") == original_input:
+        return call, None  # unchanged: the gate's answer for it stands (asked once, by the loop)
     target = registry.get(call.get("name")) if registry is not None else None
     if target is not None and target.needs_approval is not False \
             and target.requires_approval(call.get("input")):
@@ -147,10 +150,10 @@ def before_tool_hooks(hooks: list[Hooks], call: ToolUseBlock,
             return call, _error(call, f"A before_tool hook turned a call to {original_name} "
                                       f"into a call to {target.name}, which needs a person's "
                                       f"approval; it did not run.", "hook_error")
-        if not target.requires_approval(original_input):
-            return call, _error(call, f"A before_tool hook changed the input of this "
-                                      f"{target.name} call into one that needs a person's "
-                                      f"approval; it did not run.", "hook_error")
+        return call, _error(call, f"A before_tool hook changed the input of this "
+                                  f"{target.name} call into one that needs a person's "
+                                  f"approval, which a person never saw (an approval holds for "
+                                  f"the input it was given); it did not run.", "hook_error")
     return call, None
 
 

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .config import AgentConfig
 from .messages import Message, ToolUseBlock, compact_sorted, tool_use_ids
 from .model import LLM, EventSink, Reply, Usage, cost_usd, estimate_tokens
-from .tools import Refusal, Tool, ToolDefinition, ToolExecution, ToolRegistry
+from .tools import (
+    Refusal,
+    Tool,
+    ToolDefinition,
+    ToolExecution,
+    ToolRegistry,
+    call_approval_reason,
+)
 
 if TYPE_CHECKING:
     import pydantic
@@ -69,6 +76,9 @@ class Step:
     What the harness decided, kept off the :class:`Reply`: ``refused`` maps each ``tool_use``
     id it will not run to ``{"error_kind", "problem"}``; ``received`` is the content as it
     arrived when :func:`~primer.loop.replies.accept_reply` repaired it; else both ``None``.
+    ``gate``: the approval gate's answer for each call it asked about, by ``tool_use`` id
+    (a reason the call waits for a person, ``""`` for none given, or ``None``: it need not);
+    asked once (:meth:`approval_reason`), kept with a pause, read by a resume.
     """
 
     index: int
@@ -82,6 +92,20 @@ class Step:
     model_retries: list[dict[str, Any]] = field(default_factory=list)
     refused: dict[str, Refusal] | None = None
     received: list[Any] | str | None = None
+    gate: dict[str, str | None] | None = None
+
+    def approval_reason(self, registry: ToolRegistry, block: ToolUseBlock) -> str | None:
+        """Why the reply's call ``block`` waits for a person, or ``None``
+        (:func:`~primer.loop.tools.call_approval_reason`), asked once per call: the first
+        ask records the answer in :attr:`gate`, later ones (the pause, the journal, a resume)
+        read it, so a predicate whose answer would change cannot change the decision."""
+        call_id = str(block.get("id"))
+        if self.gate is None:
+            self.gate = {}
+        elif call_id in self.gate:
+            return self.gate[call_id]
+        reason = self.gate[call_id] = call_approval_reason(registry, block, self.refused)
+        return reason
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``refused`` and ``received`` only when set)."""
@@ -95,6 +119,8 @@ class Step:
             d["refused"] = self.refused
         if self.received is not None:
             d["received"] = self.received
+        if self.gate is not None:
+            d["gate"] = self.gate
         return d
 
     @classmethod
@@ -103,11 +129,15 @@ class Step:
         refused = d.get("refused")
         if refused is not None and not isinstance(refused, dict):
             raise TypeError("step.refused must be an object")
+        gate = d.get("gate")
+        if gate is not None and not (isinstance(gate, dict) and all(
+                v is None or isinstance(v, str) for v in gate.values())):
+            raise TypeError("step.gate must map tool_use ids to a reason or null")
         return cls(d["index"], Reply.from_dict(d["reply"]), Usage.from_dict(d["usage"]),
                    Usage.from_dict(d["total_usage"]), d["cost_usd"], d["prompt_estimate"],
                    d.get("model_latency_s", 0.0),
                    [ToolExecution(**e) for e in d.get("executions", [])],
-                   d.get("model_retries", []), refused, d.get("received"))
+                   d.get("model_retries", []), refused, d.get("received"), gate)
 
 
 class CancelSignal(Protocol):
@@ -259,7 +289,8 @@ class RunState:
     ``repeat_counts`` requests per :func:`canonical_call` key; ``recent_errors`` the
     no-progress window; ``started_at`` the config clock at the start (seconds);
     ``output_fixes`` corrective turns used; ``output`` the validated answer; ``tool_use_ids``
-    every id of the run; ``tool_calls`` calls let through while ``max_tool_calls_per_run`` is on.
+    every id of the run; ``tool_calls`` calls let through while ``max_tool_calls_per_run`` is on;
+    ``partial_text`` what a streaming call closed by a cancel had shown.
     """
 
     inputs: RunInputs
@@ -276,6 +307,7 @@ class RunState:
     compactions: int = 0
     tool_use_ids: set[str] = field(default_factory=set)
     tool_calls: int = 0
+    partial_text: str | None = None
 
     def __post_init__(self) -> None:
         window = self.inputs.config.no_progress_window or 1

@@ -34,16 +34,17 @@ from .text import compact_json, safe_repr, safe_str
 
 #: Why a call's result is an error (``None`` on success); see :class:`ToolExecution`.
 ErrorKind = Literal["unknown_tool", "invalid_input", "tool_error", "exception", "bad_result",
-                    "timeout", "too_many_calls", "not_run", "refused", "rate_limited",
-                    "transient", "gave_up", "rejected", "unknown_outcome", "blocked",
-                    "hook_error"]
+                    "timeout", "too_many_calls", "not_run", "cancelled", "refused",
+                    "rate_limited", "transient", "gave_up", "rejected", "unknown_outcome",
+                    "blocked", "hook_error"]
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 #: A tool's definition as the model reads it: ``{"name", "description", "input_schema"}``.
 ToolDefinition = dict[str, Any]
 #: What the harness decided about a call before running it: ``{"error_kind", "problem"}``.
 Refusal = dict[str, str]
-#: A predicate on a call's input: does this call need a person's approval?
-ApprovalRule = Callable[[dict[str, Any]], bool]
+#: A predicate on a call's input: does this call need a person's approval? (``True`` /
+#: ``False``, or the reason it does.)
+ApprovalRule = Callable[[dict[str, Any]], "bool | str"]
 
 
 def idempotency_key(tool_use_id: str) -> str:
@@ -118,19 +119,33 @@ class Tool:
                 "input_schema": self.input_schema}
 
     def requires_approval(self, args: object) -> bool:
-        """Whether a call with input ``args`` must wait for a person's approval. A predicate
-        is asked only for input that passes the schema and fails closed (raising or returning
-        a non-bool means yes); it must be pure: the loop, a pause and a resume each ask it."""
+        """Whether a call with input ``args`` must wait for a person's approval
+        (:meth:`approval_reason` is not ``None``)."""
+        return self.approval_reason(args) is not None
+
+    def approval_reason(self, args: object) -> str | None:
+        """Why a call with input ``args`` must wait for a person: ``None`` when it need not,
+        else the reason (``""`` when none was given). A predicate is asked only for input
+        that passes the schema; it may return ``True``/``False`` or a reason (text means yes),
+        and fails closed (raising, or returning anything else, means yes, with a reason
+        saying so). The loop asks once per call and keeps the answer on its step
+        (:meth:`~primer.loop.state.Step.approval_reason`); a pause and a resume read it."""
         gate = self.needs_approval
         if gate is True or gate is False:
-            return gate
+            return "" if gate else None
         if self.input_errors(args) is not None:
-            return False
+            return None
         try:
             verdict = gate(self.lax_input(cast(dict[str, Any], args))[0])
-        except Exception:  # noqa: BLE001 - a failing predicate fails closed
-            return True
-        return verdict if isinstance(verdict, bool) else True
+        except Exception as e:  # noqa: BLE001 - a failing predicate fails closed
+            return (f"the needs_approval predicate of {self.name} raised "
+                    f"{type(e).__name__}: {safe_str(e, 200)}; a failing predicate means yes")
+        if verdict is True or verdict is False:
+            return "" if verdict else None
+        if isinstance(verdict, str) and verdict.strip():
+            return verdict
+        return (f"the needs_approval predicate of {self.name} returned "
+                f"{safe_repr(verdict, 60)}, not True, False or a reason; that means yes")
 
     def input_errors(self, args: object) -> str | None:
         """``None`` for valid ``args``, else a message naming every bad field and showing the
@@ -407,13 +422,20 @@ class ToolRegistry:
 
 def call_needs_approval(registry: ToolRegistry, block: ToolUseBlock,
                         refused: dict[str, Refusal] | None = None) -> bool:
-    """Whether ``block`` must wait for a person: its tool requires approval for this input and
-    it was not ``refused`` (the step's). Unknown tools and bad input never run, so need none."""
+    """Whether ``block`` must wait for a person (:func:`call_approval_reason` is not
+    ``None``). Asks the tool's predicate: the loop asks once per call, through its step."""
+    return call_approval_reason(registry, block, refused) is not None
+
+
+def call_approval_reason(registry: ToolRegistry, block: ToolUseBlock,
+                         refused: dict[str, Refusal] | None = None) -> str | None:
+    """Why ``block`` must wait for a person (:meth:`Tool.approval_reason`), or ``None``:
+    never for a call ``refused`` (the step's), an unknown tool or bad input, which never run."""
     t = registry.get(block.get("name"))
     if t is None or t.needs_approval is False or (refused and block.get("id") in refused):
-        return False
+        return None
     args = block.get("input")
-    return t.input_errors(args) is None and t.requires_approval(args)
+    return t.approval_reason(args) if t.input_errors(args) is None else None
 
 
 def is_tool_failure(error: BaseException) -> bool:

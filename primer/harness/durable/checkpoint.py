@@ -11,11 +11,13 @@ Calls of that reply that need no approval run first, once; their results are rec
 This module is what a person does next, from any process:
 
 * :func:`read_checkpoint` / :func:`list_checkpoints`: what is waiting (``approvals list``);
-* :func:`approve` / :func:`reject`: a decision keyed by ``tool_use`` id, with a SHA-256 of
-  the exact input the person saw, appended to the journal;
+* :func:`approve` / :func:`reject` / :func:`edit` / :func:`respond`: a decision keyed by
+  ``tool_use`` id, bound to a SHA-256 of the exact input the person saw, of the tool's
+  definition and to the approval rules' version, appended to the journal;
 * :func:`resume` (from :mod:`primer.harness.durable.resume`): continue the run; undecided
-  calls never
-  run, approved ones run with the approved input, rejected ones reach the model as an error.
+  calls never run, approved ones run with the approved input (an edited one with the
+  person's input), rejected ones reach the model as an error, answered ones with the
+  person's text; a decision made on another tool definition or other rules is refused.
 
 Crash safety: before a side-effecting call runs, the journal records it ``started`` with its
 idempotency key (derived from its ``tool_use`` id), and ``done`` with its result after, both
@@ -41,15 +43,23 @@ from pathlib import Path
 from typing import Any
 
 from primer.harness.files import UnreadableFile, read_bounded
+from primer.loop.schema import SchemaCheck
 
-from .journal import FORMAT_VERSION, CheckpointError, expired, input_sha256, read_journal
+from .journal import (
+    DECISION_ACTIONS,
+    FORMAT_VERSION,
+    CheckpointError,
+    expired,
+    input_sha256,
+    read_journal,
+)
 from .recorder import JournalRecorder
 from .resume import resume
 
 __all__ = ["FORMAT_VERSION", "ApprovalDesk", "CheckpointError", "CheckpointInfo", "approve",
-           "checkpoint_info", "decision_terms", "describe_decision",
+           "checkpoint_info", "decision_terms", "decision_verb", "describe_decision", "edit",
            "login_name", "input_sha256", "list_checkpoints", "read_checkpoint", "reject",
-           "resume"]
+           "respond", "resume"]
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -82,7 +92,7 @@ def approve(path: str | Path, tool_use_id: str, note: str = "", *, approver: str
     finished run or a bad file, ``ValueError`` for an empty ``approver`` or an
     ``expires_at`` without a timezone or not in the future.
     """
-    return _decide(path, tool_use_id, True, note, approver, expires_at)
+    return _decide(path, tool_use_id, "approve", note, approver, expires_at)
 
 
 def reject(path: str | Path, tool_use_id: str, note: str = "", *,
@@ -92,7 +102,31 @@ def reject(path: str | Path, tool_use_id: str, note: str = "", *,
     Same checks, ``approver`` and return value as :func:`approve` (a rejection never
     expires).
     """
-    return _decide(path, tool_use_id, False, note, approver, None)
+    return _decide(path, tool_use_id, "reject", note, approver, None)
+
+
+def edit(path: str | Path, tool_use_id: str, new_input: dict[str, Any], note: str = "", *,
+         approver: str | None = None, expires_at: datetime | None = None) -> dict[str, Any]:
+    """Approve the call ``tool_use_id`` with ``new_input`` in place of the model's input.
+
+    ``new_input`` is checked against the tool's ``input_schema`` as the run offered it (and
+    again against the live tool at :func:`resume`); the decision stores the SHA-256 of the
+    input the person saw and of ``new_input``, so only that input can run. The model is
+    told a person changed the input. Same checks, ``approver``, ``expires_at`` and return
+    value as :func:`approve`; ``ValueError`` for input the schema refuses.
+    """
+    return _decide(path, tool_use_id, "edit", note, approver, expires_at, new_input)
+
+
+def respond(path: str | Path, tool_use_id: str, text: str, *,
+            approver: str | None = None) -> dict[str, Any]:
+    """Answer the call ``tool_use_id`` with a person's ``text``: the tool never runs, and
+    ``text`` goes back to the model as the call's ``tool_result``. Same checks, ``approver``
+    and return value as :func:`reject`; ``ValueError`` for blank ``text``."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("respond needs the person's text, which the model reads as the "
+                         "call's result")
+    return _decide(path, tool_use_id, "respond", text, approver, None)
 
 
 def login_name() -> str:
@@ -103,8 +137,14 @@ def login_name() -> str:
         return ""
 
 
-def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str,
-            approver: str | None, expires_at: datetime | None) -> dict[str, Any]:
+_NO_EDIT = object()
+
+
+def _decide(path: str | Path, tool_use_id: str, action: str, note: str,
+            approver: str | None, expires_at: datetime | None,
+            edited_input: Any = _NO_EDIT) -> dict[str, Any]:
+    assert action in DECISION_ACTIONS
+    approved = action in ("approve", "edit")
     who = login_name() if approver is None else approver
     if approver is not None and (not isinstance(approver, str) or not approver.strip()
                                  or not approver.isprintable()):
@@ -121,27 +161,49 @@ def _decide(path: str | Path, tool_use_id: str, approved: bool, note: str,
     try:
         if journal.status == "finished":
             raise CheckpointError(f"{journal.path}: the run has already finished; there is "
-                                  f"nothing to {'approve' if approved else 'reject'}.")
+                                  f"nothing to {action}.")
         gated = [c for c in journal.calls.values() if c.needs_approval and c.state != "done"]
         call = next((c for c in gated if c.tool_use_id == tool_use_id), None)
         if call is None:
             known = ", ".join(f"{c.tool_use_id} ({c.name})" for c in gated) or "none"
             raise CheckpointError(f"{journal.path}: no call with tool_use_id {tool_use_id!r} "
                                   f"awaits a decision. Calls awaiting approval here: {known}.")
+        if action == "edit":
+            _check_edit(journal.path, journal.header["tools"], call.name, edited_input)
         old = call.decision
         if old is not None and not (old["approved"] and call.state != "started"
                                     and _expired(journal.path, old, now)):
-            if old["approved"] == approved:
+            if old["action"] == action and (action != "edit" or old.get("edited_sha256")
+                                            == input_sha256(edited_input)):
                 return call.to_dict()  # the same answer twice is a no-op
             raise CheckpointError(
                 f"{journal.path}: call {tool_use_id} ({call.name}) was already "
-                f"{'approved' if old['approved'] else 'rejected'}; a decision cannot be "
-                f"changed. Start a new run to ask again.")
-        call.decision = recorder.decided(tool_use_id, approved, note, input_sha256(call.input),
-                                         approver=who, expires_at=expires_at)
+                f"{decision_verb(old)}; a decision cannot be changed. Start a new run to ask "
+                f"again.")
+        call.decision = recorder.decided(
+            tool_use_id, approved, note, input_sha256(call.input), approver=who,
+            expires_at=expires_at, action=action,
+            edited_input=edited_input if action == "edit" else None,
+            tool_sha256=call.tool_sha256, rules_version=call.rules_version)
         return call.to_dict()
     finally:
         recorder.close()
+
+
+def _check_edit(path: Path, tools: list[dict[str, Any]], name: str, new_input: Any) -> None:
+    """Refuse (``ValueError``) an edited input that the tool's ``input_schema``, as the run
+    offered it, does not accept."""
+    definition = next((t for t in tools if isinstance(t, dict) and t.get("name") == name), None)
+    if definition is None or not isinstance(definition.get("input_schema"), dict):
+        raise CheckpointError(f"{path}: the run did not offer a tool named {name!r}, so an "
+                              f"edit of its input cannot be checked. Nothing was recorded.")
+    if type(new_input) is not dict:
+        raise ValueError(f"the edited input for {name} must be a JSON object of its "
+                         f"arguments, not {type(new_input).__name__}. Nothing was recorded.")
+    problems = SchemaCheck(definition["input_schema"]).problems(new_input)
+    if problems:
+        raise ValueError(f"the edited input for {name} does not fit its input_schema: "
+                         f"{'; '.join(problems)}. Nothing was recorded.")
 
 
 def _expired(path: Path, decision: dict[str, Any], now: datetime) -> bool:
@@ -156,8 +218,23 @@ def describe_decision(decision: dict[str, Any] | None) -> str:
     ..., note: ...``, or ``undecided``."""
     if decision is None:
         return "undecided"
-    verdict = "approved" if decision["approved"] else "rejected"
-    return f"{verdict} {decision_terms(decision)}"
+    return f"{decision_verb(decision)} {decision_terms(decision)}"
+
+
+#: The past tense of each decision, for one-line reports.
+DECIDED = {"approve": "approved", "reject": "rejected", "edit": "edited",
+           "respond": "answered"}
+
+
+def decision_verb(decision: dict[str, Any]) -> str:
+    """What a person did, in words: ``approved``, ``rejected``, ``approved with the input
+    changed to {...}`` or ``answered in the tool's place``."""
+    action = decision.get("action") or ("approve" if decision["approved"] else "reject")
+    if action == "edit":
+        changed = json.dumps(decision.get("edited_input"), ensure_ascii=False, sort_keys=True)
+        return f"approved with the input changed to {changed}"
+    return {"approve": "approved", "reject": "rejected",
+            "respond": "answered in the tool's place"}[action]
 
 
 def decision_terms(decision: dict[str, Any]) -> str:
@@ -246,8 +323,8 @@ class ApprovalDesk:
     """Approve / Reject for one paused call, as a plain object (notebook buttons call it).
 
     ``checkpoint`` is the file, ``tool_use_id`` the call, ``note``, ``approver`` and
-    ``expires_at`` what the next decision carries (see :func:`approve`). :meth:`approve`
-    and :meth:`reject` record the decision and return (and keep in
+    ``expires_at`` what the next decision carries (see :func:`approve`). :meth:`approve`,
+    :meth:`reject`, :meth:`edit` and :meth:`respond` record the decision and return (and keep in
     ``status``) one line saying what happened; a bad file or id becomes that line, starting
     with ``"error: "``, rather than an exception, so a button never fails silently.
     """
@@ -284,6 +361,19 @@ class ApprovalDesk:
         return self._decide(lambda: reject(self.checkpoint, self.tool_use_id, self.note,
                                            approver=self.approver))
 
+    def edit(self, new_input: dict[str, Any]) -> str:
+        """Record a yes for ``new_input`` in place of the model's (see :func:`edit`); returns
+        the status line."""
+        return self._decide(lambda: edit(self.checkpoint, self.tool_use_id, new_input,
+                                         self.note, approver=self.approver,
+                                         expires_at=self.expires_at))
+
+    def respond(self, text: str) -> str:
+        """Answer the call with ``text`` instead of running it (see :func:`respond`);
+        returns the status line."""
+        return self._decide(lambda: respond(self.checkpoint, self.tool_use_id, text,
+                                            approver=self.approver))
+
     def _decide(self, decide: Callable[[], dict[str, Any]]) -> str:
         try:
             call = decide()
@@ -291,6 +381,6 @@ class ApprovalDesk:
             self.status = f"error: {e}"
             return self.status
         d = call["decision"]
-        self.status = (f"{'approved' if d['approved'] else 'rejected'} {call['name']} "
-                       f"({call['tool_use_id']}) {decision_terms(d)}")
+        self.status = (f"{DECIDED[d['action']]} {call['name']} ({call['tool_use_id']}) "
+                       f"{decision_terms(d)}")
         return self.status

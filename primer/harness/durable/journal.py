@@ -13,8 +13,9 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
 ``header`` (always the first line)
     ``format``, ``version``, ``run_id``, ``system`` (the system prompt), ``config`` (every
     :class:`~primer.loop.config.AgentConfig` setting), ``tools`` (the definitions offered),
-    ``journal_id`` (random; names the journal's anchor) and, if known, ``scenario`` (the
-    demo that started the run).
+    ``journal_id`` (random; names the journal's anchor and so is the run's identity
+    wherever the file lies), if known ``scenario`` (the demo that started the run) and, for
+    a session's turn, ``session`` (``{"id", "turn"}``: the only turn that may resume it).
 ``state``
     ``state``: the whole run so far (:meth:`RunState.to_dict`): the second line, and again
     after a compaction rewrote the message list.
@@ -25,13 +26,19 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
     the reply's results were appended, in one user message.
 ``pause`` (fsynced)
     the run paused for approval on the last reply's ``calls`` (``tool_use_id``, ``name``,
-    ``input``, and ``needs_approval`` / ``side_effecting`` as the run saw them: shown to the
-    person; resume takes both from the live tools, never from the file).
+    ``input``, ``needs_approval`` and its ``reason``: the gate's answer, asked once, which a
+    resume keeps; ``side_effecting`` as the run saw it, shown only; ``tool_sha256``, a hash
+    of the tool's definition, and ``rules_version``, the version of the approval rules that
+    gate it: a decision holds only while both are unchanged). A resume may pause again; a
+    call's decision carries over only if its tool and rules are still those it was made on.
 ``decision`` (fsynced)
-    a person's ``approved`` yes or no for ``tool_use_id``, with a ``note``, the
-    ``input_sha256`` of the exact input they saw, who decided (``approver``), ``at`` (UTC
-    time) and, for an approval, an optional ``expires_at`` (UTC time; past it, resume
-    refuses to run the call and a new decision may be recorded).
+    a person's decision for ``tool_use_id``: ``action`` (``approve``, ``reject``, ``edit``:
+    run with ``edited_input`` instead, whose hash is ``edited_sha256``; or ``respond``: the
+    ``note`` is the call's result and the tool does not run), ``approved`` (whether the tool
+    may run), the ``note``, the ``input_sha256`` of the exact input the person saw, the
+    ``tool_sha256`` and ``rules_version`` of the pause they decided on, who decided
+    (``approver``), ``at`` (UTC time) and, for an approval, an optional ``expires_at`` (UTC
+    time; past it, resume refuses to run the call and a new decision may be recorded).
 ``stop`` (fsynced)
     ``stop_cause``, ``stop_detail``, ``summary``, ``final_text``. After an
     ``awaiting_approval`` or ``cancelled`` stop the run may go on: a resume appends to the
@@ -85,9 +92,10 @@ from .keystore import (
     read_anchor,
 )
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV", "RECORD_SCHEMAS",
-           "CallRecord", "CheckpointError", "Journal", "checkpoint_key", "expired",
-           "input_sha256", "key_file_path", "read_journal", "signed_lines", "utc_time"]
+__all__ = ["DECISION_ACTIONS", "FORMAT_NAME", "FORMAT_VERSION", "KEY_ENV", "KEY_FILE_ENV",
+           "RECORD_SCHEMAS", "CallRecord", "CheckpointError", "Journal", "checkpoint_key",
+           "decision_holds", "definition_sha256", "expired", "input_sha256", "key_file_path",
+           "read_journal", "signed_lines", "utc_time"]
 
 FORMAT_NAME = "primer-checkpoint"
 #: The format this module writes (1 was a single JSON file; 2 kept the harness's verdicts on
@@ -110,6 +118,13 @@ def input_sha256(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def definition_sha256(definition: Any) -> str:
+    """SHA-256 (hex) of a tool's definition (``{"name", "description", "input_schema"}``),
+    as :func:`input_sha256` hashes an input: what a pause records, so a decision made on one
+    definition is not carried out under another."""
+    return input_sha256(definition)
+
+
 def utc_time(text: str | None) -> datetime | None:
     """An ISO 8601 time from a decision line (``at``, ``expires_at``) as an aware UTC
     datetime; ``None`` stays ``None``. Raises ``ValueError`` for text that is not a time
@@ -120,6 +135,14 @@ def utc_time(text: str | None) -> datetime | None:
     if t.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset")
     return t.astimezone(timezone.utc)
+
+
+def decision_holds(decision: dict[str, Any], call: CallRecord) -> bool:
+    """Whether ``decision`` was made on the tool definition and approval rules ``call``
+    (a pause's record of it) now names: a decision never carries over to a changed tool or
+    to other rules."""
+    return (decision.get("tool_sha256") == call.tool_sha256
+            and decision.get("rules_version") == call.rules_version)
 
 
 def expired(decision: dict[str, Any], now: datetime) -> bool:
@@ -169,12 +192,14 @@ def _verified(line: bytes, key: bytes, previous: bytes) -> tuple[bytes, bytes] |
 class CallRecord:
     """One call of the last reply as the journal knows it (what a person and resume see).
 
-    ``state`` is ``waiting`` → ``started`` → ``done``; ``needs_approval`` and
-    ``side_effecting`` are as the run saw them when it paused (shown, never trusted);
-    ``decision`` is ``{"approved", "note", "input_sha256", "approver", "at", "expires_at"}``
-    (times as ISO 8601 UTC strings; ``approver`` ``""`` and ``at`` / ``expires_at`` ``None``
-    when a line does not record them) or ``None``; ``result``
-    the execution dict once ``done``.
+    ``state`` is ``waiting`` → ``started`` → ``done``; ``needs_approval`` and its
+    ``reason`` are the gate's recorded answer, ``side_effecting`` as the run saw it when it
+    paused (shown, never trusted); ``tool_sha256`` and ``rules_version`` what the tool's
+    definition and approval rules were then; ``decision`` is ``{"action", "approved",
+    "note", "input_sha256", "edited_input", "edited_sha256", "tool_sha256", "rules_version",
+    "approver", "at", "expires_at"}`` (times as ISO 8601 UTC strings; ``approver`` ``""``
+    and the others ``None`` when a line does not record them) or ``None``; ``result`` the
+    execution dict once ``done``.
     """
 
     tool_use_id: str
@@ -186,6 +211,9 @@ class CallRecord:
     idempotency_key: str | None = None
     decision: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
+    reason: str = ""
+    tool_sha256: str | None = None
+    rules_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -258,7 +286,9 @@ class Journal:
                 if call_id in calls:
                     new = calls[call_id]
                     new.state, new.idempotency_key = old.state, old.idempotency_key
-                    new.decision, new.result = old.decision, old.result
+                    new.result = old.result
+                    if old.decision is not None and decision_holds(old.decision, new):
+                        new.decision = old.decision  # (made on a tool and rules now changed: void)
             self.calls, self.status = calls, "awaiting_approval"
         elif kind in ("started", "done"):
             call = self.calls.get(r["tool_use_id"]) or self._call_of_reply(r["tool_use_id"])
@@ -269,7 +299,10 @@ class Journal:
             self.calls[call.tool_use_id] = call
         elif kind == "decision":  # the latest line wins (a new one only after an expiry)
             self.calls[r["tool_use_id"]].decision = {
+                "action": r.get("action") or ("approve" if r["approved"] else "reject"),
                 **{k: r[k] for k in ("approved", "note", "input_sha256")},
+                **{k: r.get(k) for k in ("edited_input", "edited_sha256", "tool_sha256",
+                                         "rules_version")},
                 "approver": r.get("approver", ""), "at": r.get("at"),
                 "expires_at": r.get("expires_at")}
         elif kind == "results":
@@ -375,19 +408,22 @@ def _check_anchor(journal: Journal, ends: dict[int, bytes]) -> None:
     journal_id = journal.header.get("journal_id")
     if journal_id is None:
         return  # written before journals had ids
-    anchor = read_anchor(journal.path, journal_id)
+    anchor = read_anchor(journal_id)
     if anchor is None:
         journal.notes.append("no record of where this journal ended is kept for it here (it "
-                             "was written at another path or on another machine, or its "
-                             "anchor was removed), so a cut-off end could not be noticed")
+                             "was written on another machine, or its anchor was removed), "
+                             "so a cut-off end could not be noticed")
         return
     size, mac = anchor
     if ends.get(size) != mac:
         raise CheckpointError(
-            f"{journal.path}: the journal ends before its last line that was on disk: its end "
-            f"was cut off (or an older copy put in its place) after the run wrote it, which a "
-            f"crash cannot do. Restore the latest copy, or start the task again. Nothing was "
-            f"run.")
+            f"{journal.path}: the journal ends before its last line that was on disk: it is "
+            f"an older copy of run {journal.run_id} (journal {journal_id}), which went on "
+            f"after this copy was made (to byte {size:,}; this copy has {journal.size:,} "
+            f"bytes), or its end was cut off, which a crash cannot do. Resuming it could run "
+            f"again a side effect the run already finished, so it is refused wherever the "
+            f"copy lies. Resume the run's latest journal, or start the task again. Nothing "
+            f"was run.")
 
 
 def _header(path: Path, line: bytes) -> dict[str, Any]:
@@ -432,11 +468,17 @@ _DELTA = {"messages": {"type": "array", "items": {
           "totals": {"type": "object", "required": ["usage", "cost_usd", "prompt_estimate",
                                                     "recent_errors"]}}
 _ID = {"type": "string", "minLength": 1}
+_SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_VERSION = {"type": ["string", "null"]}
 _CALL = {"type": "object", "additionalProperties": False,
          "required": ["tool_use_id", "name", "input", "needs_approval", "side_effecting"],
          "properties": {"tool_use_id": _ID, "name": {"type": "string"}, "input": {},
                         "needs_approval": {"type": "boolean"},
-                        "side_effecting": {"type": "boolean"}}}
+                        "side_effecting": {"type": "boolean"}, "reason": {"type": "string"},
+                        "tool_sha256": {"anyOf": [_SHA, {"type": "null"}]},
+                        "rules_version": _VERSION}}
+#: What a person may decide about a waiting call (see the ``decision`` record).
+DECISION_ACTIONS = ("approve", "reject", "edit", "respond")
 
 
 def _schema(required: dict[str, Any], optional: dict[str, Any] | None = None,
@@ -453,7 +495,12 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
                        "system": {"type": "string"}, "config": {"type": "object"},
                        "tools": {"type": "array", "items": {"type": "object"}}},
                       {"scenario": {"type": "string", "minLength": 1},
-                       "journal_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                       "journal_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                       "session": {"type": "object", "additionalProperties": False,
+                                   "required": ["id", "turn"],
+                                   "properties": {"id": {"type": "string", "minLength": 1},
+                                                  "turn": {"type": "integer",
+                                                           "minimum": 1}}}},
                       delta=False),
     "state": _schema({"state": {"type": "object", "required": [
         "system", "messages", "steps", "usage", "cost_usd", "prompt_estimate",
@@ -466,10 +513,13 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "pause": _schema({"calls": {"type": "array", "minItems": 1, "items": _CALL}}),
     "decision": _schema({"tool_use_id": _ID, "approved": {"type": "boolean"},
                          "note": {"type": "string"},
-                         "input_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                         "at": {"type": "string"}},
+                         "input_sha256": _SHA, "at": {"type": "string"}},
                         {"approver": {"type": "string"},
-                         "expires_at": {"type": ["string", "null"], "format": "date-time"}},
+                         "expires_at": {"type": ["string", "null"], "format": "date-time"},
+                         "action": {"enum": list(DECISION_ACTIONS)}, "edited_input": {},
+                         "edited_sha256": {"anyOf": [_SHA, {"type": "null"}]},
+                         "tool_sha256": {"anyOf": [_SHA, {"type": "null"}]},
+                         "rules_version": _VERSION},
                         delta=False),
     "stop": _schema({"stop_cause": {"type": "string"}, "stop_detail": {"type": "string"},
                      "summary": {"type": "string"}, "final_text": {"type": ["string", "null"]}}),
