@@ -69,12 +69,12 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     )
 
 
-def test_environment_yml_installs_the_project_itself_with_its_dev_and_frameworks_extras():
+def test_environment_yml_installs_the_project_itself_with_its_dev_frameworks_and_agentdojo_extras():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "agent-loop-primer"
     assert env["channels"] == ["conda-forge"]
     pip_lists = [e["pip"] for e in env["dependencies"] if isinstance(e, dict)]
-    assert pip_lists == [["-e .[dev,frameworks]"]]
+    assert pip_lists == [["-e .[dev,frameworks,agentdojo]"]]
 
 
 def test_ci_entry_point_is_an_executable_bash_script():

@@ -11,6 +11,14 @@ scheduler, or ``local`` for a LocalCluster of ``--workers`` processes started an
 here). ``--judge scripted`` grades the suite file's ``model_graded`` checks offline,
 ``--judge claude`` with Claude (needs ``ANTHROPIC_API_KEY``).
 
+``--agentdojo SUITE`` runs the user tasks of an AgentDojo suite (workspace, travel, banking,
+slack; the optional extra ``.[agentdojo]``) with its tools and environments, scored by
+AgentDojo's own utility check (:mod:`primer.harness.evals.agentdojo`). ``--model`` picks the
+model: the ground-truth replay (offline: ``replay``, one call a reply; ``replay-batched``;
+``replay-all``, every call in one reply) or ``claude`` (needs ``ANTHROPIC_API_KEY``).
+``--tasks`` picks tasks by id. After the table, the limits every task ran with (from the
+suite's longest ground truth) and which tasks a plain ``AgentConfig()`` would stop.
+
 Exit code 0 (failing tasks are results, not errors); 2 for impossible settings, a suite or
 results file that cannot be used, a trace directory that cannot be used or a scheduler that
 cannot be reached (one line says which).
@@ -91,6 +99,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--trace-dir", metavar="DIR",
                    help="write each trial's trace to DIR as TASK.jsonl (DIR may be created; "
                         "its parent must exist)")
+    p.add_argument("--agentdojo", metavar="SUITE",
+                   help="run an AgentDojo suite (workspace, travel, banking or slack; needs "
+                        "the extra: pip install -e '.[agentdojo]')")
+    p.add_argument("--agentdojo-version", default="v1.2.2", metavar="VERSION",
+                   help="AgentDojo's benchmark version (default v1.2.2)")
+    p.add_argument("--model", choices=list(AGENTDOJO_MODELS), default="replay",
+                   help="the model for --agentdojo: the ground-truth replay (replay: one call "
+                        "a reply; replay-batched; replay-all: all calls in one reply) or "
+                        "claude (needs ANTHROPIC_API_KEY); default replay")
+    p.add_argument("--tasks", metavar="IDS",
+                   help="with --agentdojo: only these task ids, comma-separated "
+                        "(user_task_0,user_task_3)")
     p.add_argument("--summary-only", action="store_true", help="print the summary, no table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -106,14 +126,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.trace_dir:  # every task writes here: create it now, not in each worker
             Path(args.trace_dir).mkdir(exist_ok=True)
-        tasks = _tasks(args)
+        tasks, make_llm, tools = _tasks(args)
         with _executor(args) as executor:
-            report = run_evals(tasks, suite_llm, suite_tools, executor=executor,
+            report = run_evals(tasks, make_llm, tools, executor=executor,
                                repeats=args.repeats, results=args.results,
                                resume=not args.fresh, timeout_s=args.timeout,
                                progress=False if args.no_progress else None,
                                trace_dir=args.trace_dir)
-    except (SuiteError, EvalResultsError, _Unreachable) as e:
+    except (SuiteError, EvalResultsError, _Unreachable, ImportError, ValueError) as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2
     except OSError as e:
@@ -126,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         if row.error:
             print(f"eval: task {row.task} trial {row.trial}: {row.stop_cause}: {row.error}",
                   file=sys.stderr)
+    if args.agentdojo:
+        from primer.harness.evals.agentdojo.limits import limits_report
+
+        print(limits_report(args.agentdojo, args.agentdojo_version,
+                            [t.name for t in tasks]))
     return 0
 
 
@@ -140,15 +165,53 @@ def _settings_problem(args: argparse.Namespace) -> str | None:
         return "choose one of --processes and --dask"
     if args.fresh and not args.results:
         return "--fresh starts a --results FILE over; give one"
+    if args.agentdojo and args.suite:
+        return "choose one of --suite and --agentdojo"
+    if (args.tasks or args.model != "replay") and not args.agentdojo:
+        return "--tasks and --model choose tasks and the model of an --agentdojo suite; give one"
     if args.judge and not args.suite:
         return "--judge grades the model_graded checks of a --suite FILE; give one"
     return args.trace_dir and output_dir_problem(args.trace_dir, "--trace-dir") or None
 
 
-def _tasks(args: argparse.Namespace) -> list[EvalTask]:
+#: ``--model`` for ``--agentdojo``: the replay mode, or ``None`` for Claude.
+AGENTDOJO_MODELS = {"replay": "sequential", "replay-batched": "batched", "replay-all": "all",
+                    "claude": None}
+
+
+def _tasks(args: argparse.Namespace) -> tuple[list[EvalTask], Any, Any]:
+    """The tasks, the model factory and the tools for the run."""
+    if args.agentdojo:
+        return _agentdojo(args)
     if not args.suite:
-        return builtin_suite(relay_tasks=args.relay_tasks, hops=args.hops, p=args.p)
-    return load_suite_file(args.suite, judge=_judge(args.judge))
+        return (builtin_suite(relay_tasks=args.relay_tasks, hops=args.hops, p=args.p),
+                suite_llm, suite_tools)
+    return load_suite_file(args.suite, judge=_judge(args.judge)), suite_llm, suite_tools
+
+
+def _agentdojo(args: argparse.Namespace) -> tuple[list[EvalTask], Any, Any]:
+    from primer.harness.evals.agentdojo.replay import ReplayModels
+    from primer.harness.evals.agentdojo.world import eval_tasks, world_tools
+
+    only = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    tasks = eval_tasks(args.agentdojo, args.agentdojo_version, only=only)
+    mode = AGENTDOJO_MODELS[args.model]
+    if mode is None:
+        from primer.providers.claude import NO_KEY_HELP, has_api_key
+
+        if not has_api_key():
+            raise _Unreachable(f"--model claude: {NO_KEY_HELP}")
+        return tasks, ClaudeModels(), world_tools
+    return tasks, ReplayModels(mode), world_tools
+
+
+class ClaudeModels:
+    """A fresh :class:`~primer.providers.claude.ClaudeLLM` per trial (picklable)."""
+
+    def __call__(self, task: EvalTask) -> LLM:
+        from primer.providers.claude import ClaudeLLM
+
+        return ClaudeLLM()
 
 
 def _judge(name: str | None) -> LLM | None:
