@@ -195,3 +195,18 @@ def test_the_in_process_path_is_unchanged():
     server.add_tool(lambda text: text.upper(), name="shout")
     with mcp_inprocess_tools(server) as tools:
         assert tools[0](text="hi") == "HI"
+
+
+def test_lax_argument_mode_reaches_every_tool_of_a_connection():
+    server = MCPServer("numbers")
+
+    @server.tool()
+    def double(x: float) -> float:
+        return 2 * x
+
+    llm = ScriptedLLM([tool_reply(("double", {"x": "98.7"})), "ok"])
+    with MCPConnection.inprocess(server, argument_mode="lax") as conn:
+        result = run_production(llm, "t", conn.tools, config=NO_RETRIES)
+    (e,) = executions(result)
+    assert (e.error_kind, e.content) == (None, "197.4")
+    assert e.coerced == [{"path": "x", "from": "98.7", "to": 98.7, "type": "number"}]

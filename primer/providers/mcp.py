@@ -45,7 +45,7 @@ import sys
 import tempfile
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypedDict
 
 import anyio
 import jsonschema
@@ -92,6 +92,7 @@ class MCPOptions(TypedDict, total=False):
     side_effecting: bool | Collection[str]
     needs_approval: bool | Collection[str]
     reserved: Iterable[str | Tool]
+    argument_mode: Literal["strict", "lax"]
 
 
 class MCPConnectionError(Exception):
@@ -115,8 +116,10 @@ class MCPConnection:
     ``connect_timeout_s`` bounds opening the connection and listing the tools.
     ``side_effecting`` and ``needs_approval`` are tool names (or ``True`` for every tool)
     to mark so; a name the server does not list is a ``ValueError`` when the connection
-    opens, so a typo cannot leave a tool unguarded. ``stderr`` receives a stdio server's
-    stderr; by default it is kept in a temporary file, read with :meth:`server_stderr`.
+    opens, so a typo cannot leave a tool unguarded. ``argument_mode`` is every tool's
+    (``"lax"`` converts ``"98.7"`` to a number, see :class:`~primer.loop.tools.Tool`).
+    ``stderr`` receives a stdio server's stderr; by default it is kept in a temporary file,
+    read with :meth:`server_stderr`.
 
     A server's tool list is data we check, never code we obey. A listed tool is left out,
     with the reason in :attr:`refused` (and a warning on this module's logger), when its
@@ -136,6 +139,7 @@ class MCPConnection:
                  side_effecting: bool | Collection[str] = (),
                  needs_approval: bool | Collection[str] = (),
                  reserved: Iterable[str | Tool] = (),
+                 argument_mode: Literal["strict", "lax"] = "strict",
                  stderr_file: TextIO | None = None) -> None:
         value: object
         for what, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
@@ -153,6 +157,7 @@ class MCPConnection:
         self.timeout_s = float(timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self._marks = {"side_effecting": side_effecting, "needs_approval": needs_approval}
+        self.argument_mode = argument_mode
         self._reserved = {HANDOFF_TOOL_NAME, *(r.name if isinstance(r, Tool) else str(r)
                                                for r in reserved)}
         #: Tool name → why the listed tool was left out (see the class's docstring).
@@ -312,7 +317,8 @@ class MCPConnection:
                 tools.append(Tool(
                     t.name, t.description or t.title or "", dict(t.input_schema),
                     _CallFn(self, t.name), side_effecting=t.name in marked["side_effecting"],
-                    needs_approval=t.name in marked["needs_approval"], timeout_s=self.timeout_s))
+                    needs_approval=t.name in marked["needs_approval"], timeout_s=self.timeout_s,
+                    argument_mode=self.argument_mode))
             except (ValueError, jsonschema.SchemaError) as e:
                 self._refuse(t.name, f"it cannot be offered to a model safely: "
                                      f"{safe_str(getattr(e, 'message', e), 300)}")
