@@ -1,16 +1,18 @@
 """``python -m primer check-loop FILE[:FUNCTION]``: run the coding round's checker on a file.
 
-Loads ``FUNCTION`` (default ``my_loop``) from the Python file ``FILE`` and runs
-:func:`primer.course.exercises.check_loop` on it: one line per behaviour and the score. A loop that
-cannot be called the way the checker calls it (:data:`INTERFACE`), or that calls the model
-another way, gets one message saying so instead. Exit status 0 on full marks, 1 when a
-behaviour failed or the interface is wrong, 2 when the file or function cannot be loaded.
+Runs ``FUNCTION`` (default ``my_loop``) of the Python file ``FILE`` through the battery of
+:mod:`primer.course.exercises`, with the file imported and run in a child process
+(:func:`primer.course.loop_process.check_loop_file`): one line per behaviour and the score,
+each behaviour within a time limit, the verdicts computed here from what the model was sent.
+A loop that cannot be called the way the checker calls it (:data:`INTERFACE`), or that calls
+the model another way, gets one message saying so instead. Exit status 0 on full marks, 1
+when a behaviour failed or the interface is wrong, 2 when the file or function cannot be
+loaded.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,54 +51,54 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check-loop", help="check your own agent loop against the lesson 14 battery",
         description="Run your loop function against scripted models that misbehave, and "
-                    "print what passed and what did not.",
+                    "print what passed and what did not. Your file runs in a separate "
+                    "process, each behaviour within a time limit.",
         epilog=INTERFACE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="FILE[:FUNCTION]",
                    help="a Python file and the loop function in it (default my_loop)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock seconds each behaviour may take (default 5)")
+    p.add_argument("--show-output", action="store_true",
+                   help="print what your loop printed in each behaviour (on stderr)")
     p.set_defaults(func=run)
 
 
-def load_function(target: str) -> Any:
-    """The function named in ``FILE[:FUNCTION]``; ``ValueError`` saying what is missing."""
+def split_target(target: str) -> tuple[Path, str]:
+    """``FILE[:FUNCTION]`` as (file, function name, default ``my_loop``)."""
     file, name = target, "my_loop"
     if ":" in target and not Path(target).exists():
         file, name = target.rsplit(":", 1)
-    path = Path(file)
-    if not path.is_file():
-        raise ValueError(f"no file {file!r}; give the path of the .py file holding your loop")
-    spec = importlib.util.spec_from_file_location(f"_learner_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load {file!r} as Python; is it a .py file?")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # noqa: BLE001 - a file that fails (or exits) on import
-        raise ValueError(f"{path.name} failed to import: {type(e).__name__}: {e}") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        found = sorted(n for n, v in vars(module).items()
-                       if callable(v) and getattr(v, "__module__", None) == module.__name__)
-        raise ValueError(f"{path.name} has no function {name!r}; functions in it: "
-                         f"{', '.join(found) or '(none)'}. Use FILE:FUNCTION to pick one.")
-    return fn
+    return Path(file), name
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the loop; returns the exit code."""
+    from primer.course.loop_process import (  # imports the battery: only when used
+        DEFAULT_TIME_LIMIT_S,
+        LoadError,
+        check_loop_file,
+    )
+
+    limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    if not limit > 0:
+        print("check-loop: --time-limit must be a positive number of seconds",
+              file=sys.stderr)
+        return USAGE_ERROR
+    path, name = split_target(args.target)
     try:
-        fn = load_function(args.target)
-    except ValueError as e:
+        report = check_loop_file(path, name, time_limit_s=limit)
+    except LoadError as e:
         print(f"check-loop: {e}", file=sys.stderr)
         return USAGE_ERROR
-    from primer.course.exercises import check_loop  # imports the order scenario: only when used
-
-    report = check_loop(fn, show=False)
+    if args.show_output:
+        for behaviour, text in report.outputs:
+            print(f"--- what your loop printed in {behaviour!r}:\n{text}", file=sys.stderr)
+    elif report.outputs:
+        print(f"check-loop: your loop printed something in {len(report.outputs)} "
+              f"behaviour(s); add --show-output to see it", file=sys.stderr)
     if report.interface_problem:
-        print(f"check-loop: {getattr(fn, '__name__', 'your loop')} cannot be checked: "
-              f"{report.interface_problem}\n\n{INTERFACE}",
-              file=sys.stderr)
+        print(f"check-loop: {name} cannot be checked: {report.interface_problem}\n\n"
+              f"{INTERFACE}", file=sys.stderr)
         return 1
     print(report)
     return 0 if report.score == report.total else 1

@@ -72,7 +72,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from primer.course.checking import CheckResult, ExerciseReport, describe_exception, shown
+from primer.course.checking import CheckResult, ExerciseReport, shown
+from primer.course.loop_interface import (
+    MODEL_SIGNATURE,
+    LoopFn,
+    ModelCallError,
+    Toolbox,
+    describe_loop_exception,
+    interface_kind,
+)
 from primer.harness.request_check import request_problems
 from primer.loop.messages import (
     Message,
@@ -104,35 +112,6 @@ STOP_CAUSES = ("end_turn", "max_tokens", "refusal", "token_budget", "loop_detect
 #: The ``model`` field of the request the checker validates for each call (the exercise's
 #: model call carries no model id; the validator needs one).
 CHECKED_MODEL_ID = "checker-model"
-
-LoopFn = Callable[..., Any]
-
-
-class Toolbox(dict):
-    """The ``tools`` argument: a dict name → function, plus ``definitions`` for the model.
-
-    ``definitions`` is a list of ``{"name", "description", "input_schema"}`` dicts, the tool
-    definitions to pass to ``model(messages, tools.definitions)``.
-    """
-
-    def __init__(self, functions: Mapping[str, Callable[..., Any]],
-                 definitions: list[dict[str, Any]]) -> None:
-        super().__init__(functions)
-        self.definitions = definitions
-
-
-#: How the checker calls the learner's loop, and how the loop calls the model.
-LOOP_SIGNATURE = "my_loop(model, task, tools, *, max_steps, token_budget)"
-MODEL_SIGNATURE = "model(messages, tool_definitions)"
-
-
-class ModelCallError(TypeError):
-    """The loop called the checker's model other than as ``model(messages, tool_definitions)``.
-
-    A ``TypeError`` (as Python raises for a call with the wrong arguments) whose message says
-    how the model was called and how this exercise calls it.
-    """
-
 
 def _model_interface(messages: Any, tool_definitions: Any = None) -> None:
     """The checker's model's parameters, for binding a call's arguments (never called)."""
@@ -963,21 +942,39 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
     raises because of ``fn``: an exception in it, a broken message list, a runaway loop or a
     malformed result is that behaviour's failure. A loop that keeps calling the model or the
     tools is stopped after :data:`MAX_MODEL_CALLS` model calls or :data:`MAX_TOOL_RUNS` tool
-    runs; one that spins without calling either cannot be stopped from here.
+    runs; one that spins without calling either cannot be stopped from here. This runs the
+    loop in the caller's process, for a notebook's own cell: to grade code you did not write,
+    use :func:`primer.course.loop_process.check_loop_file` (a child process, a time limit).
 
     When the first behaviour shows that ``fn`` cannot be called as
-    :data:`LOOP_SIGNATURE`, or that it calls the model some other way than
-    :data:`MODEL_SIGNATURE`, the other behaviours are not run (they would all fail the same
-    way) and the report's ``interface_problem`` says what was wrong. Raises ``TypeError``
-    only when ``fn`` is not callable.
+    :data:`~primer.course.loop_interface.LOOP_SIGNATURE`, or that it calls the model some
+    other way than :data:`MODEL_SIGNATURE`, the other behaviours are not run (they would all
+    fail the same way) and the report's ``interface_problem`` says what was wrong. Raises
+    ``TypeError`` only when ``fn`` is not callable.
     """
     if not callable(fn):
         raise TypeError(f"check_loop needs your loop function, e.g. check_loop(my_loop); "
                         f"got {type(fn).__name__}")
+    return run_battery(functools.partial(_check_one, fn), behaviours, show=show)
+
+
+#: One behaviour checked: its verdict, and what is wrong with how the loop is called (or
+#: ``None``). What :func:`run_battery` needs from a way of running the loop.
+CheckOne = Callable[[Behaviour], tuple[CheckResult, str | None]]
+
+
+def run_battery(check_one: CheckOne, behaviours: tuple[Behaviour, ...], *,
+                show: bool = True) -> LoopReport:
+    """``check_one`` on each behaviour in order, as a :class:`LoopReport`.
+
+    Stops after the first behaviour whose check names an interface problem (the others are
+    reported as not run). Used by :func:`check_loop` (the loop in this process) and by
+    :func:`primer.course.loop_process.check_loop_file` (the loop in a child process).
+    """
     results: list[CheckResult] = []
     interface = None
     for behaviour in behaviours:
-        result, interface = _check_one(fn, behaviour)
+        result, interface = check_one(behaviour)
         results.append(result)
         if interface:
             results += [CheckResult(b.name, False, "not run: fix how the loop is called "
@@ -990,12 +987,18 @@ def check_loop(fn: LoopFn, *, behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
     return report
 
 
-def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | None]:
-    """Run one behaviour: its verdict, and what is wrong with the call interface (or None)."""
+def watched(behaviour: Behaviour) -> tuple[Run, Toolbox, CheckedModel]:
+    """A fresh :class:`Run` for ``behaviour``, and the instrumented tools and model that
+    record into it (the model answers with the behaviour's scripted policy)."""
     run = Run(max_steps=behaviour.max_steps)
-    raised: BaseException | None = None
     tools = _toolbox(run, behaviour.overrides)
-    model = CheckedModel(behaviour.policy, TASK, tools.definitions, run)
+    return run, tools, CheckedModel(behaviour.policy, TASK, tools.definitions, run)
+
+
+def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | None]:
+    """Run one behaviour in this process and judge it (see :func:`verdict`)."""
+    run, tools, model = watched(behaviour)
+    kind = None
     try:
         run.result = fn(model, TASK, tools, max_steps=behaviour.max_steps,
                         token_budget=behaviour.token_budget)
@@ -1004,14 +1007,27 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
     except KeyboardInterrupt:
         raise  # the person at the keyboard stops the check
     except BaseException as e:  # noqa: BLE001 - the learner's failure (sys.exit included) is
-        run.error = _describe_loop_exception(e, fn)  # the report, never the checker's exit
-        raised = e
+        run.error = describe_loop_exception(e, fn)  # the report, never the checker's exit
+        kind = interface_kind(e, fn)
+    return verdict(run, behaviour, kind)
+
+
+def verdict(run: Run, behaviour: Behaviour, kind: str | None
+            ) -> tuple[CheckResult, str | None]:
+    """Judge a finished run: its :class:`CheckResult`, and the interface problem (or None).
+
+    ``kind`` is :func:`~primer.course.loop_interface.interface_kind` of the exception the
+    loop raised (``None`` when it returned, or raised something else). The first problem
+    wins, in this order: how the loop was called, a forbidden tool run, a broken request
+    (``run.violation``), the loop's failure (``run.error``), the shape of its result, no
+    model call, then the behaviour's judge.
+    """
     interface = None
-    if isinstance(raised, ModelCallError):
+    if kind == "model call":
         interface = run.error
     elif run.misuse:  # the loop caught the ModelCallError and went on
         interface = run.misuse
-    elif isinstance(raised, TypeError) and not _binds(fn):
+    elif kind == "signature":
         interface = run.error
     problem = interface or (behaviour.forbidden(run) if behaviour.forbidden else None)
     problem = problem or run.violation or run.error or _result_problem_guarded(run.result)
@@ -1023,18 +1039,6 @@ def _check_one(fn: LoopFn, behaviour: Behaviour) -> tuple[CheckResult, str | Non
     return (CheckResult(behaviour.name, problem is None,
                         problem if problem is not None else behaviour.passed(run)),
             interface)
-
-
-def _binds(fn: LoopFn) -> bool:
-    """Whether ``fn`` accepts the checker's call ``fn(model, task, tools, *, max_steps,
-    token_budget)`` (``True`` when its signature cannot be read)."""
-    try:
-        inspect.signature(fn).bind(None, TASK, {}, max_steps=1, token_budget=1)
-    except TypeError:
-        return False
-    except ValueError:
-        return True
-    return True
 
 
 def _result_problem_guarded(result: Any) -> str | None:
@@ -1062,17 +1066,3 @@ def result_problem(result: Any) -> str | None:
     if result["answer"] is not None and not isinstance(result["answer"], str):
         return f"returned an answer of type {type(result['answer']).__name__}; use str or None"
     return None
-
-
-def _describe_loop_exception(e: BaseException, fn: LoopFn) -> str:
-    """:func:`~primer.course.checking.describe_exception`, never cutting a
-    :class:`ModelCallError` (its text says how to call the model), plus how to write the
-    loop's signature when ``fn`` cannot be called as the checker calls it."""
-    line = describe_exception(e, fn, limit=0 if isinstance(e, ModelCallError) else 120)
-    return line if " at line " in line else line + _signature_hint(e, fn)
-
-
-def _signature_hint(e: BaseException, fn: LoopFn) -> str:
-    if isinstance(e, TypeError) and not _binds(fn):
-        return f"; write it as def {LOOP_SIGNATURE}"
-    return ""
