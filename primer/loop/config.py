@@ -7,7 +7,8 @@ every setting that cannot work, so a config is either usable or refused whole.
 
 A config travels as JSON in traces and checkpoints (:meth:`AgentConfig.to_dict`,
 :meth:`AgentConfig.from_dict`); the settings that hold functions (``clock``, ``sleep``,
-``summarizer``) stay behind.
+``summarizer``,
+``context_editor``) stay behind.
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ from typing import Any, Literal
 
 from .messages import Message
 from .model import Prices, Usage
+from .tools import ToolRegistry
 
 #: A summariser: older messages in, summary text out (optionally with the usage it cost).
 Summarizer = Callable[[list[Message]], "str | tuple[str, Usage]"]
+#: A context editor: ``editor(messages, tools)`` (the run's registry) returns the edited
+#: messages (a valid history: every ``tool_use`` answered), or ``None`` for no change.
+ContextEditor = Callable[[list[Message], ToolRegistry], "list[Message] | None"]
 
 #: AgentConfig fields that hold functions: not part of its JSON form.
-CALLABLE_SETTINGS = frozenset({"clock", "sleep", "summarizer"})
+CALLABLE_SETTINGS = frozenset({"clock", "sleep", "summarizer", "context_editor"})
+#: Settings left out of the JSON form while they hold these defaults (added after traces
+#: and journals were first written, so those stay as they were).
+QUIET_DEFAULTS: dict[str, Any] = {"wrap_up": False, "wrap_up_max_tokens": 512}
 
 
 def seconds_asked(retry_after_s: object) -> float | None:
@@ -219,6 +227,18 @@ class AgentConfig:
     output_retries: int = 1
     """Corrective turns a final answer that fails ``run_agent``'s ``output_model`` gets
     before the run stops with ``invalid_output``."""
+    wrap_up: bool = False
+    """At a step, token, dollar or wall-clock limit, make one more model call with tools off
+    that asks for a best-effort answer (:func:`~primer.loop.steps.wrap_up`): the stop cause
+    stays the limit's, ``AgentResult.wrapped_up`` marks the answer. With
+    ``budget_check="before"`` every call keeps room for it in the budgets; it is made only
+    when its worst case fits in what is left, so it never takes a budget past its limit."""
+    wrap_up_max_tokens: int = 512
+    """Output tokens the wrap-up call may write (and the budgets keep room for)."""
+    context_editor: ContextEditor | None = field(default=None, repr=False, compare=False)
+    """What edits the context once the prompt passes ``compact_share`` of the window, before
+    any summary (e.g. :class:`primer.harness.context_editing.ClearToolResults`, which clears
+    old tool results); ``None``: off."""
 
     def __post_init__(self) -> None:
         # (frozen: a config is a run's input; dicts read back from JSON become their types)
@@ -236,8 +256,8 @@ class AgentConfig:
             raise ValueError("AgentConfig: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting but the functions (and ``model_prices`` when empty), JSON-ready (for
-        traces and checkpoints)."""
+        """Every setting but the functions (and ``model_prices`` when empty, and the
+        :data:`QUIET_DEFAULTS` at their defaults), JSON-ready (for traces and checkpoints)."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__
              if k not in CALLABLE_SETTINGS}
         d["prices"] = asdict(self.prices)
@@ -246,6 +266,9 @@ class AgentConfig:
         else:
             del d["model_prices"]
         d["retry"] = asdict(self.retry)
+        for name, default in QUIET_DEFAULTS.items():  # (older traces stay as they are)
+            if d[name] == default:
+                del d[name]
         return d
 
     def __getstate__(self) -> dict[str, Any]:  # pickle (a process pool's runs): a plain dict
@@ -325,6 +348,7 @@ RULES: dict[str, Rule] = {
     "compact_share": Rule(float, 0, above=True, optional=True, high=0.999999),
     "compact_keep_turns": Rule(int, 1),
     "output_retries": Rule(int, 0),
+    "wrap_up_max_tokens": Rule(int, 1, unit="tokens"),
     "prices.input_per_mtok": Rule(float, 0, unit=_PRICE_UNIT),
     "prices.output_per_mtok": Rule(float, 0, unit=_PRICE_UNIT),
     "prices.cache_write_multiplier": Rule(float, 0),

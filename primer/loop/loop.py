@@ -32,12 +32,13 @@ from .messages import (
     repair_history,
     text_block,
     tool_use_ids,
+    unanswered_tool_uses,
     user_message,
     valid_text,
     with_new_turn,
 )
-from .model import LLM, EventSink, Reply, Usage, run_to_completion
-from .result import AgentResult, finish, finish_pause, start_pause
+from .model import LLM, EventSink, Reply, Usage, estimate_tokens, run_to_completion
+from .result import AgentResult, finish_pause, start_pause
 from .state import (
     BlockCheck,
     CallRunner,
@@ -58,8 +59,9 @@ from .steps import (
     call_model,
     calls_to_run,
     run_calls,
+    wrap_up,
 )
-from .text import safe_repr
+from .text import safe_repr, safe_str
 from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -112,7 +114,7 @@ def continue_run(state: RunState) -> Turns:
         if stop is None:
             stop = yield from call_model(state)              # 2. the model call
         if stop is not None:
-            return finish(state, stop)
+            return (yield from wrap_up(state, stop))         #    (at a limit: a last answer)
         reply = state.last_reply
         stop = first_stop(AFTER_REPLY, state)                # 3. checks on the reply
         if stop is not None and stop.cause is StopCause.END_TURN and state.inputs.output_model:
@@ -125,11 +127,11 @@ def continue_run(state: RunState) -> Turns:
             ran = yield ToolCalls(start_pause(state), record_all=True)
             return finish_pause(state, stop, ran)            #    paused for a person
         if stop is not None:
-            return finish(state, stop, reply)
+            return (yield from wrap_up(state, stop, reply))
         ran = yield ToolCalls(calls_to_run(state, reply.tool_uses))   # 4. running the tools
         stop = add_results(state, reply.tool_uses, ran)      # 5. checks after the tools
         if stop is not None:
-            return finish(state, stop)
+            return (yield from wrap_up(state, stop))
 
 
 def drive(state: RunState, turns: Turns) -> AgentResult:
@@ -290,17 +292,22 @@ def compact_messages(messages: list[Message], summarizer: Summarizer,
 
 def compact_if_needed(state: RunState) -> None:
     """The loop's compaction step, before each model call: once :func:`prompt_tokens` passes
-    ``compact_share × context_window`` and ``config.summarizer`` is set (e.g. one of
+    ``compact_share × context_window``, first the cheaper rung, ``config.context_editor``
+    (:func:`edit_context`); if the prompt is still past the share and ``config.summarizer``
+    is set (e.g. one of
     :mod:`primer.harness.summaries`), compact ``state.messages`` in place, add the
     summariser's usage to the totals and emit ``compaction`` (the prompt's tokens before and
     after). A summariser that raises is a ``compaction_failed`` event; the run goes on
     uncompacted, still guarded by the context-window stop."""
     c = state.config
-    if c.summarizer is None or c.compact_share is None:
+    if c.compact_share is None or (c.summarizer is None and c.context_editor is None):
         return
     limit = int(c.context_window * c.compact_share)
     before = prompt_tokens(state)
     if before <= limit:
+        return
+    before = edit_context(state, before)
+    if before <= limit or c.summarizer is None:
         return
     try:
         done = compact_messages(state.messages, c.summarizer, c.compact_keep_turns)
@@ -322,3 +329,38 @@ def compact_if_needed(state: RunState) -> None:
     state.compactions += 1
     state.emit("compaction", step=state.model_calls + 1, before_tokens=before,
                after_tokens=prompt_tokens(state), messages=len(state.messages))
+
+
+def edit_context(state: RunState, before: int) -> int:
+    """The context editor's turn (``config.context_editor``, e.g.
+    :class:`primer.harness.context_editing.ClearToolResults`), before a summary: the list it
+    returns replaces ``state.messages`` (a new list; the prompt estimate counted again for the
+    messages it changed) and ``context_edited`` is emitted (the prompt's tokens ``before`` and
+    after). Returns the prompt's tokens after. An editor that raises, or returns a list that
+    is not a valid history (:func:`history_problem`, or a ``tool_use`` left without its
+    ``tool_result``), is a ``context_edit_failed`` event and changes nothing."""
+    editor = state.config.context_editor
+    if editor is None:
+        return before
+    old = state.messages
+    try:
+        new = editor(old, state.inputs.registry)
+        problem = None if new is None else history_problem(new) or (
+            f"the edit left tool_use ids without a tool_result: {', '.join(unanswered)}"
+            if (unanswered := unanswered_tool_uses(new)) else None)
+    except Exception as e:  # noqa: BLE001 - a failed edit must not end the run
+        new, problem = None, f"{type(e).__name__}: {safe_str(e)}"
+    if problem is not None:
+        state.emit("context_edit_failed", step=state.model_calls + 1, error=problem)
+    if new is None or problem is not None or new is old:
+        return before
+    state.messages = list(new)  # (a new list: a model that counts a list it saw counts afresh)
+    if len(new) == len(old):
+        state.prompt_estimate += sum(estimate_tokens(n) - estimate_tokens(o)
+                                     for n, o in zip(new, old, strict=True) if n is not o)
+    else:
+        state.recount_prompt_estimate()
+    after = prompt_tokens(state)
+    state.emit("context_edited", step=state.model_calls + 1, before_tokens=before,
+               after_tokens=after, messages=len(new))
+    return after

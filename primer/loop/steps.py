@@ -17,21 +17,40 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import AFTER_TOOLS, first_stop
+from .checks import AFTER_TOOLS, first_stop, wrap_up_room
 from .config import seconds_asked
-from .messages import ToolUseBlock, assistant_message, transcript_content, user_message
+from .messages import (
+    Block,
+    Message,
+    ToolUseBlock,
+    assistant_message,
+    blocks_of,
+    text_block,
+    transcript_content,
+    user_message,
+)
 from .model import (
     MODEL_EVENT_KINDS,
     EventSink,
     ModelRetriesExhausted,
     PromptTooLong,
+    Reply,
     ScriptExhausted,
     TransientModelError,
     Usage,
     cost_usd,
+    estimate_tokens,
 )
 from .replies import accept_reply
-from .result import account_executions, cancelled_call, refusals
+from .result import (
+    AgentResult,
+    WrapUp,
+    account_executions,
+    answer_unrun,
+    cancelled_call,
+    finish,
+    refusals,
+)
 from .state import RunState, Step, Stop, StopCause
 from .text import safe_str
 from .tools import ToolExecution, ToolRegistry
@@ -78,8 +97,9 @@ Waits = Generator[Wait, Any, "Stop | None"]
 # ---------------------------------------------------------------- the model call
 
 
-def call_model(state: RunState) -> Waits:
-    """One model call, with retries of a transient error; the reply accepted and recorded.
+def call_model(state: RunState, tools_off: bool = False) -> Waits:
+    """One model call, with retries of a transient error; the reply accepted and recorded
+    (``tools_off``: the wrap-up's request, :func:`model_request`).
     A :class:`~primer.loop.model.TransientModelError` is retried up to ``config.model_retries``
     times after :meth:`~primer.loop.config.RetryPolicy.delay_at` seconds (a :class:`Sleep`),
     counting the usage failed attempts reported; no tool runs again. Returns a ``model_error``
@@ -88,7 +108,7 @@ def call_model(state: RunState) -> Waits:
     prompt_estimate, start = state.prompt_estimate, time.perf_counter()
     failed: list[dict[str, Any]] = []
     while True:
-        answer = yield ModelCall(model_request(state))
+        answer = yield ModelCall(model_request(state, tools_off=tools_off))
         if not isinstance(answer, Raised):
             return take_reply(state, answer, prompt_estimate, time.perf_counter() - start,
                               failed)
@@ -134,13 +154,24 @@ def retry_delay(state: RunState, error: TransientModelError,
     return delay
 
 
-def model_request(state: RunState, on_delta: EventSink | None = None) -> dict[str, Any]:
+def model_request(state: RunState, on_delta: EventSink | None = None, *,
+                  tools_off: bool = False) -> dict[str, Any]:
     """The keyword arguments of one model call: ``system``, ``messages``, ``tools`` and
     ``max_tokens``, and for a streaming model (its ``stream`` attribute is ``True``)
-    ``on_delta``, where its deltas go tagged with the step (see :func:`delta_sink`)."""
+    ``on_delta``, where its deltas go tagged with the step (see :func:`delta_sink`).
+    ``tools_off`` (the wrap-up): ``max_tokens`` is ``wrap_up_max_tokens`` and no tool is
+    offered (``tools=[]``); a model whose ``takes_tool_choice`` attribute is ``True`` keeps
+    the definitions, which the Messages API wants beside ``tool_use`` blocks, and gets
+    ``tool_choice={"type": "none"}``."""
     inputs = state.inputs
     request = {"system": inputs.system, "messages": state.messages, "tools": inputs.tool_defs,
                "max_tokens": state.config.max_tokens}
+    if tools_off:
+        request["max_tokens"] = state.config.wrap_up_max_tokens
+        if getattr(inputs.llm, "takes_tool_choice", False) is True:
+            request["tool_choice"] = {"type": "none"}
+        else:
+            request["tools"] = []
     if getattr(inputs.llm, "stream", False) is True:
         request["on_delta"] = delta_sink(state, on_delta or inputs.on_delta)
     return request
@@ -244,6 +275,78 @@ def _count_failed_attempts(state: RunState, failed: list[dict[str, Any]]) -> Non
     usage in the run's totals already)."""
     for record in failed:
         state.emit("model_retry", step=state.model_calls + 1, **record)
+
+
+# ---------------------------------------------------------------- the wrap-up at a limit
+
+#: The stops at which a run with ``config.wrap_up`` asks for one last answer: its limits.
+WRAP_UP_CAUSES = frozenset({StopCause.MAX_STEPS, StopCause.TOKEN_BUDGET,
+                            StopCause.COST_BUDGET, StopCause.WALL_CLOCK})
+#: How the wrap-up's note to the model begins.
+WRAP_UP_OPENING = "The run has reached a limit and stops here"
+
+
+def wrap_up(state: RunState, stop: Stop,
+            reply: Reply | None = None) -> Generator[Wait, Any, AgentResult]:
+    """End the run with ``stop`` (:func:`~primer.loop.result.finish`); at a limit
+    (:data:`WRAP_UP_CAUSES`) with ``config.wrap_up`` on, after one more model call with tools
+    off that asks for a best-effort answer.
+
+    ``reply``'s unrun calls get their ``not_run`` results first, so every ``tool_use`` is
+    answered; :func:`wrap_up_note` joins the last user turn. The call is made only when
+    :func:`~primer.loop.checks.wrap_up_room` finds room for its worst case in the budgets, so
+    it never takes one past its limit. It is a step of the run (retried like any call, its
+    usage counted); nothing it asks for runs. Its text, on ``end_turn``, is ``final_text``
+    with ``wrapped_up`` set; the stop cause stays the limit's and the summary says what the
+    wrap-up came to."""
+    if not state.config.wrap_up or stop.cause not in WRAP_UP_CAUSES:
+        return finish(state, stop, reply)
+    answer_unrun(state, stop, reply)
+    note = text_block(wrap_up_note(state, stop))
+    no_room = wrap_up_room(state, estimate_tokens(note))
+    if no_room is not None:
+        return finish(state, stop, wrap_up=WrapUp(None, False, f"No wrap-up call was made: "
+                                                               f"{no_room}"))
+    _add_to_last_turn(state, note)
+    calls = state.model_calls
+    failed = yield from call_model(state, tools_off=True)
+    if state.model_calls == calls or failed is not None:
+        why = failed.detail if failed is not None else "no reply was recorded"
+        return finish(state, stop, wrap_up=WrapUp(None, False, f"The wrap-up call failed: {why}"))
+    answer = state.last_reply
+    if answer.tool_uses:
+        why = "the model asked for tools, which were off; they did not run"
+    elif answer.stop_reason not in ("end_turn", "stop_sequence"):
+        why = f"its reply ended with {answer.stop_reason}"
+    elif not answer.text.strip():
+        why = "its reply held no text"
+    else:
+        return finish(state, stop, answer, wrap_up=WrapUp(
+            answer.text, True, "Then one wrap-up call with tools off gave a best-effort "
+                               "answer (final_text): what the model had, not a finished run"))
+    return finish(state, stop, answer, wrap_up=WrapUp(None, True, f"Then one wrap-up call "
+                                                                  f"with tools off: {why}"))
+
+
+def wrap_up_note(state: RunState, stop: Stop) -> str:
+    """The wrap-up's request to the model: the limit that fired (``stop.detail``), that tools
+    are off, and how long the answer may be (``wrap_up_max_tokens``)."""
+    return (f"{WRAP_UP_OPENING}: {stop.detail}. Tools are off: no tool will run. From what you "
+            f"have found so far, give your best answer to the task now, in at most "
+            f"{state.config.wrap_up_max_tokens:,} tokens, and say what is unfinished or "
+            f"unchecked.")
+
+
+def _add_to_last_turn(state: RunState, block: Block) -> None:
+    """Add ``block`` to the last user message (after its ``tool_result`` blocks, where the
+    API allows text), or as a new user message after an assistant one."""
+    last = state.messages[-1] if state.messages else None
+    if last is None or last.get("role") != "user":
+        state.append(user_message([block]))
+        return
+    new: Message = {**last, "content": [*blocks_of(last.get("content", "")), block]}
+    state.messages[-1] = new
+    state.prompt_estimate += estimate_tokens(new) - estimate_tokens(last)
 
 
 # ---------------------------------------------------------------- the tools

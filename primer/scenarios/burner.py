@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from primer.loop.config import AgentConfig
-from primer.loop.messages import Message
+from primer.loop.messages import Message, text_of
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.result import AgentResult
+from primer.loop.steps import WRAP_UP_OPENING
 from primer.loop.tools import Tool, tool
 
 from . import Scenario, register
@@ -58,8 +59,14 @@ def make_tools() -> list[Tool]:
 
 
 def policy(messages: list[Message]) -> Any:
-    """Never satisfied: call ``n`` searches topic ``n`` (cycling with a round number)."""
+    """Never satisfied: call ``n`` searches topic ``n`` (cycling with a round number). Asked
+    for a wrap-up at a limit (:data:`~primer.loop.steps.WRAP_UP_OPENING`, tools off), it
+    answers with the topics it searched and says the search was cut short."""
     n = call_number(messages)
+    if WRAP_UP_OPENING in text_of(messages[-1]["content"]):
+        found = [TOPICS[(k - 1) % len(TOPICS)] for k in range(1, n)]
+        return (f"Partial answer: the notes I searched cover {', '.join(found)}. "
+                f"I stopped before the other topics, so this is not everything.")
     topic = TOPICS[(n - 1) % len(TOPICS)]
     rnd = (n - 1) // len(TOPICS)
     query = topic if rnd == 0 else f"{topic} (round {rnd + 1})"
