@@ -736,3 +736,22 @@ def test_a_config_round_trips_through_json():
 def test_an_unknown_setting_in_a_dict_is_named():
     with pytest.raises(ValueError, match="unknown settings \\['max_stpes'\\]"):
         AgentConfig.from_dict({"max_stpes": 3})
+
+
+def test_a_compaction_stop_reason_goes_on_like_a_pause_and_keeps_its_block():
+    block = {"type": "compaction", "content": "Summary: the user wants the weather."}
+    llm = ScriptedLLM([Reply([block], "compaction"), "Sunny."])
+    result = run_agent(llm, "Weather?")
+    assert result.stop_cause is StopCause.END_TURN and result.final_text == "Sunny."
+    assert result.messages[1] == {"role": "assistant", "content": [block]}
+
+
+def test_a_refusals_category_is_named_in_the_stop_detail_and_on_the_result():
+    details = {"type": "refusal", "category": "bio", "explanation": "dangerous lab methods"}
+    result = run_agent(ScriptedLLM([Reply([text_block("No.")], "refusal",
+                                          stop_details=details)]), "How do I culture ...?")
+    assert result.stop_cause is StopCause.REFUSAL
+    assert result.stop_detail == ("the model refused on call 1 (category: bio; dangerous lab "
+                                  "methods)")
+    assert result.stop_details == details
+    assert result.steps[0].reply.to_dict()["stop_details"] == details

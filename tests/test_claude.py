@@ -61,7 +61,10 @@ def _fresh_calls():
 
 
 def test_the_stop_reasons_we_handle_are_exactly_the_ones_the_sdk_defines():
-    assert set(STOP_REASONS) == set(typing.get_args(StopReason))
+    from anthropic.types.beta import BetaStopReason
+
+    assert set(STOP_REASONS) == set(typing.get_args(StopReason)) | {"compaction"}
+    assert set(STOP_REASONS) == set(typing.get_args(BetaStopReason))
 
 
 def test_a_call_sends_system_messages_tool_definitions_and_max_tokens():

@@ -179,3 +179,15 @@ def test_text_reply_and_tool_reply_build_scripted_replies():
     r = tool_reply(("get_order", {"order_id": "A1"}, "t9"), text="let me look")
     assert r.stop_reason == "tool_use" and r.text == "let me look"
     assert r.tool_uses == [tool_use_block("t9", "get_order", {"order_id": "A1"})]
+
+
+def test_thinking_tokens_are_a_part_of_the_output_that_adds_up_and_round_trips():
+    from primer.loop.model import Usage, cost_usd
+
+    u = Usage(100, 40, thinking_tokens=30) + Usage(50, 10, thinking_tokens=5)
+    assert (u.output_tokens, u.thinking_tokens, u.total_tokens) == (50, 35, 200)
+    assert Usage.from_dict(u.to_dict()) == u
+    assert "thinking_tokens" not in Usage(1, 2).to_dict()  # (old traces read the same)
+    assert cost_usd(u) == cost_usd(Usage(150, 50))  # billed as output: never added twice
+    with pytest.raises(ValueError, match="usage.thinking_tokens"):
+        Usage.from_dict({"output_tokens": 1, "thinking_tokens": -1})

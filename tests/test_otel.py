@@ -217,6 +217,7 @@ def test_attribute_names_are_the_semantic_conventions_own():
             otel.OUTPUT_TOKENS: "GEN_AI_USAGE_OUTPUT_TOKENS",
             otel.CACHE_READ: "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
             otel.CACHE_CREATION: "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
+            otel.REASONING_TOKENS: "GEN_AI_USAGE_REASONING_OUTPUT_TOKENS",
             otel.TOOL_NAME: "GEN_AI_TOOL_NAME", otel.TOOL_CALL_ID: "GEN_AI_TOOL_CALL_ID",
             otel.TOOL_TYPE: "GEN_AI_TOOL_TYPE", otel.TOOL_ARGUMENTS: "GEN_AI_TOOL_CALL_ARGUMENTS",
             otel.TOOL_RESULT: "GEN_AI_TOOL_CALL_RESULT",
@@ -347,3 +348,17 @@ def test_a_streamed_replys_deltas_add_no_span_events(provider, exporter):
     assert "text_delta" in seen  # the run streamed
     events = [e.name for s in exporter.get_finished_spans() for e in s.events]
     assert not [e for e in events if "delta" in e or "tool_use_start" in e]
+
+
+def test_a_chat_span_counts_the_output_tokens_spent_thinking(provider, exporter):
+    sink = OTelSink(provider)
+    sink.handle("run_start", {"task": "t", "config": {}}, 1_000)
+    sink.handle("model_call", {"reply": {"model": "claude-x", "stop_reason": "end_turn",
+                                         "content": [], "usage": {"input_tokens": 10,
+                                                                  "output_tokens": 40,
+                                                                  "thinking_tokens": 25}},
+                               "latency_s": 0.0}, 2_000)
+    sink.handle("stop", {"cause": "end_turn", "usage": {}}, 3_000)
+    chat = by_name(exporter.get_finished_spans())["chat claude-x"]
+    assert chat.attributes[otel.OUTPUT_TOKENS] == 40
+    assert chat.attributes[otel.REASONING_TOKENS] == 25

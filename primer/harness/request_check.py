@@ -32,6 +32,8 @@ Two layers:
     found in tool_result blocks"). A final assistant turn (a prefill, or a ``pause_turn``
     continuation) needs no results yet;
   - strings that are valid Unicode (a lone surrogate cannot be encoded as UTF-8);
+  - a ``compaction`` block (the beta type ``BetaCompactionBlockParam``) only in an
+    assistant turn;
   - for a whole body: ``model`` a non-empty string, ``max_tokens`` an integer >= 1, ``system``
     a string or a list of text blocks, ``tools`` with unique names of 1-64 letters, digits,
     ``_`` or ``-`` and an object ``input_schema``.
@@ -57,7 +59,7 @@ ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "server
                             "web_search_tool_result", "web_fetch_tool_result",
                             "code_execution_tool_result", "bash_code_execution_tool_result",
                             "text_editor_code_execution_tool_result",
-                            "tool_search_tool_result", "container_upload"})
+                            "tool_search_tool_result", "container_upload", "compaction"})
 #: Block types only a user turn may hold.
 USER_ONLY = frozenset({"tool_result"})
 
@@ -388,6 +390,11 @@ def _block_types() -> dict[str, pydantic.TypeAdapter[Any]]:
 
     iterable = next(a for a in get_args(MessageContentParam) if a is not str)
     classes = [c for c in _members(get_args(iterable)[0]) if _type_of(c)]
+    try:  # server-side compaction's block, a beta type (SDK 2.x)
+        from anthropic.types.beta import BetaCompactionBlockParam
+        classes.append(BetaCompactionBlockParam)
+    except ImportError:  # an SDK without it: such blocks are refused, as its API would
+        pass
     return {_type_of(c): _adapter(c) for c in classes}  # type: ignore[misc]
 
 

@@ -136,16 +136,19 @@ def wire_events(message: dict[str, Any], *, cut: str | None = None,
     ``content``, ``stop_reason`` and ``usage``), each a dict with its ``type``.
 
     ``message_start`` carries the message without content, stop reason or output tokens;
-    ``message_delta`` the stop reason and the full usage. ``cut`` (one of :data:`CUTS`)
-    cuts the stream off half-way through the first ``tool_use`` block's input (the last
-    block's, when there is none); with ``"max_tokens"`` the reply reports ``max_tokens``
-    output tokens (when given). Raises ``ValueError`` for an unknown ``cut``.
+    ``message_delta`` the stop reason (with its ``stop_details``, if any) and the full
+    usage. ``cut`` (one of :data:`CUTS`) cuts the stream off half-way through the first
+    ``tool_use`` block's input (the last block's, when there is none); with
+    ``"max_tokens"`` the reply reports ``max_tokens`` output tokens (when given). Raises
+    ``ValueError`` for an unknown ``cut``.
     """
     if cut is not None and cut not in CUTS:
         raise ValueError(f"cut must be one of {', '.join(CUTS)} or None, not {cut!r}")
     usage = dict(message.get("usage") or {})
-    head = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {**usage, "output_tokens": 0}}
+    head = {**{k: v for k, v in message.items() if k != "stop_details"}, "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {k: v for k, v in {**usage, "output_tokens": 0}.items()
+                      if k != "output_tokens_details"}}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": head},
                                     {"type": "ping"}]
     content = list(message.get("content") or [])
@@ -168,10 +171,10 @@ def wire_events(message: dict[str, Any], *, cut: str | None = None,
     else:
         for i, block in enumerate(content):
             events += block_events(i, block)
-    return events + [{"type": "message_delta",
-                      "delta": {"stop_reason": stop_reason,
-                                "stop_sequence": message.get("stop_sequence")},
-                      "usage": usage},
+    delta = {"stop_reason": stop_reason, "stop_sequence": message.get("stop_sequence")}
+    if message.get("stop_details") is not None:  # (a refusal's category, SDK 2.x)
+        delta["stop_details"] = message["stop_details"]
+    return events + [{"type": "message_delta", "delta": delta, "usage": usage},
                      {"type": "message_stop"}]
 
 

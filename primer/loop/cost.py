@@ -155,6 +155,18 @@ def _cached(usages: Sequence[Usage], cold: Collection[int], min_cacheable: int,
     return out
 
 
+def thinking_cost_usd(usage: Usage, prices: Prices | None = None) -> float:
+    """Dollars (USD) of the output the model spent thinking: ``thinking_tokens`` × the output
+    price (``Prices()``: 25 USD per million). A share of :func:`cost_usd`, never added to it:
+    thinking tokens are billed as output tokens and ``output_tokens`` already counts them.
+    Sources: Anthropic's extended-thinking documentation ("Pricing": thinking is billed as
+    output tokens, the full thinking and not its summary) and the SDK's
+    ``OutputTokensDetails`` ("output_tokens remains the inclusive, authoritative total used
+    for billing")."""
+    p = prices or Prices()
+    return usage.thinking_tokens * p.output_per_mtok / 1_000_000
+
+
 def run_cost_usd(usages: Iterable[Usage], prices: Prices | None = None) -> float:
     """Dollars (USD) for a run's calls: :func:`cost_usd` of their summed usage."""
     return cost_usd(sum(usages, Usage()), prices)

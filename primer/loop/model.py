@@ -33,9 +33,10 @@ from .messages import (
 )
 from .text import safe_repr
 
-#: Stop reasons a reply may carry (the Anthropic Messages API's set).
+#: Stop reasons a reply may carry (the Anthropic Messages API's set; ``compaction``, the
+#: pause after a server-side compaction, is in the API's beta set).
 STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn",
-                "refusal", "model_context_window_exceeded")
+                "refusal", "model_context_window_exceeded", "compaction")
 
 #: The largest token count one usage field may hold: no call reads or writes a trillion; a
 #: larger figure (``1e400``, a 309-digit integer) is a broken report, overflowing cost math.
@@ -43,6 +44,8 @@ MAX_USAGE_TOKENS = 10**12
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
+#: The part of ``output_tokens`` counted apart (never added to them).
+THINKING_FIELD = "thinking_tokens"
 
 #: What a streaming model may report through ``on_delta(kind, data)`` (see
 #: :mod:`primer.harness.streaming`), and ``model_fallback``. The loop passes only these on,
@@ -60,13 +63,16 @@ class Usage:
     """Tokens one model call consumed, as the provider reports them (or estimated offline):
     ``input_tokens`` (uncached prompt), ``output_tokens`` (written by the model),
     ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` (prompt written to / read
-    from the prompt cache). ``u1 + u2`` sums every field. Source: the ``usage`` object of the
-    Anthropic Messages API."""
+    from the prompt cache), and ``thinking_tokens``: how many of ``output_tokens`` the model
+    spent thinking (a part of them, never added to them: the API's
+    ``usage.output_tokens_details.thinking_tokens``). ``u1 + u2`` sums every field. Source:
+    the ``usage`` object of the Anthropic Messages API."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    thinking_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -74,7 +80,8 @@ class Usage:
         return Usage(self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens,
                      self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-                     self.cache_read_input_tokens + other.cache_read_input_tokens)
+                     self.cache_read_input_tokens + other.cache_read_input_tokens,
+                     self.thinking_tokens + other.thinking_tokens)
 
     @property
     def prompt_tokens(self) -> int:
@@ -88,10 +95,13 @@ class Usage:
         return self.prompt_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
-        """The four counts as a JSON-ready dict."""
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_creation_input_tokens": self.cache_creation_input_tokens,
-                "cache_read_input_tokens": self.cache_read_input_tokens}
+        """The four counts as a JSON-ready dict, and ``thinking_tokens`` when not 0."""
+        d = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+             "cache_creation_input_tokens": self.cache_creation_input_tokens,
+             "cache_read_input_tokens": self.cache_read_input_tokens}
+        if self.thinking_tokens:
+            d[THINKING_FIELD] = self.thinking_tokens
+        return d
 
     @classmethod
     def from_dict(cls, d: object) -> Usage:
@@ -102,7 +112,7 @@ class Usage:
             raise TypeError(f"usage must be an object of token counts, not "
                             f"{type(d).__name__}")
         values = []
-        for name in USAGE_FIELDS:
+        for name in (*USAGE_FIELDS, THINKING_FIELD):
             v = d.get(name)
             if v is None:
                 v = 0
@@ -115,7 +125,7 @@ class Usage:
     def problem(self) -> str | None:
         """``None`` when every field is a whole number of tokens from 0 to
         :data:`MAX_USAGE_TOKENS`, else which field is not (a report budgets cannot trust)."""
-        for name in USAGE_FIELDS:
+        for name in (*USAGE_FIELDS, THINKING_FIELD):
             v = getattr(self, name)
             if type(v) is not int or not 0 <= v <= MAX_USAGE_TOKENS:
                 return (f"usage.{name} is {safe_repr(v, 40)}, not a whole number of tokens from "
@@ -145,7 +155,9 @@ def cost_usd(usage: Usage, prices: Prices | None = None) -> float:
     """Dollars (USD) for ``usage`` at ``prices`` (default: ``Prices()``, 5 / 25 USD per MTok).
 
     ``input × p_in + output × p_out + cache_write × p_in × w + cache_read × p_in × r``, all
-    divided by one million, where ``w`` and ``r`` are the cache multipliers.
+    divided by one million, where ``w`` and ``r`` are the cache multipliers. Thinking tokens
+    are inside ``output`` (billed as output; their share:
+    :func:`~primer.loop.cost.thinking_cost_usd`).
     """
     p = prices or Prices()
     return (usage.input_tokens * p.input_per_mtok
@@ -158,7 +170,9 @@ def cost_usd(usage: Usage, prices: Prices | None = None) -> float:
 @dataclass
 class Reply:
     """One model reply: ``content`` blocks, the ``stop_reason`` (one of :data:`STOP_REASONS`),
-    its ``usage`` and ``model``. ``tool_use`` blocks are requests: the model runs nothing.
+    its ``usage`` and ``model``; ``stop_details``, what the provider said about the stop (the
+    API's ``stop_details`` of a refusal: ``{"type": "refusal", "category", "explanation"}``),
+    or ``None``. ``tool_use`` blocks are requests: the model runs nothing.
     What the harness decided about the reply (a refused call, a repair) is on its
     :class:`~primer.loop.state.Step`."""
 
@@ -166,6 +180,7 @@ class Reply:
     stop_reason: str
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    stop_details: dict[str, Any] | None = None
 
     @functools.cached_property
     def tool_uses(self) -> list[ToolUseBlock]:
@@ -181,16 +196,20 @@ class Reply:
                          and isinstance(t := b.get("text"), str))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (for traces and checkpoints)."""
-        return {"content": self.content, "stop_reason": self.stop_reason,
-                "usage": self.usage.to_dict(), "model": self.model}
+        """A JSON-ready dict (for traces and checkpoints); ``stop_details`` only when set."""
+        d = {"content": self.content, "stop_reason": self.stop_reason,
+             "usage": self.usage.to_dict(), "model": self.model}
+        if self.stop_details is not None:
+            d["stop_details"] = self.stop_details
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Reply:
         """Inverse of :meth:`to_dict`; ``KeyError``, ``TypeError`` or ``ValueError`` for a
         malformed dict."""
+        details = d.get("stop_details")
         return cls(list(d["content"]), d["stop_reason"], Usage.from_dict(d.get("usage") or {}),
-                   d.get("model", ""))
+                   d.get("model", ""), dict(details) if isinstance(details, dict) else None)
 
 
 class LLM(Protocol):
@@ -267,6 +286,18 @@ class PromptTooLong(PermanentModelError):
     ``invalid_request_error``, "prompt is too long"): nothing was generated, unlike a reply
     with ``stop_reason`` ``model_context_window_exceeded``. The run ends with
     ``context_window``; the message gives the provider's figures."""
+
+
+class CallCancelled(Exception):
+    """A streaming model call closed because the run was cancelled: raised by the loop's
+    ``on_delta`` at the first delta after the cancel signal is set, so the model's stream
+    ends there (leaving the SDK's ``with`` block closes its connection). ``shown``: the text
+    the call had streamed (the loop keeps it in ``AgentResult.partial_text``)."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(f"the run was cancelled; the stream had shown {len(shown)} "
+                         f"characters of text")
+        self.shown = shown
 
 
 class ModelRetriesExhausted(RuntimeError):
@@ -384,7 +415,7 @@ class ScriptedLLM:
         output, stop_reason = estimate_tokens(content), reply.stop_reason
         if output > max_tokens:  # a real model stops writing at max_tokens: so does this one
             output, stop_reason = max_tokens, "max_tokens"
-        return Reply(content, stop_reason, Usage(prompt, output), self.model)
+        return Reply(content, stop_reason, Usage(prompt, output), self.model, reply.stop_details)
 
 
 def _as_reply(raw: ReplyLike) -> Reply:

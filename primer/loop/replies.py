@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .messages import Block, ToolUseBlock, text_block, tool_use_block, valid_text
-from .model import MAX_USAGE_TOKENS, STOP_REASONS, USAGE_FIELDS, Reply, Usage
+from .model import MAX_USAGE_TOKENS, STOP_REASONS, THINKING_FIELD, USAGE_FIELDS, Reply, Usage
 from .schema import json_type, object_problem
 from .state import BlockCheck
 from .text import MAX_INPUT_DEPTH, MAX_INT_DIGITS, json_problem, safe_repr, safe_str
@@ -48,6 +48,7 @@ ASSISTANT_BLOCK_TYPES = frozenset({
     "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
     "bash_code_execution_tool_result", "text_editor_code_execution_tool_result",
     "tool_search_tool_result", "container_upload",
+    "compaction",  # (the beta union's: a server-side compaction's summary, sent back as is)
 })
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -64,10 +65,21 @@ class Accepted:
     received: list[Any] | str | None = None
 
 
+_COMPACTION_KEYS = frozenset({"type", "content", "encrypted_content", "signature"})
+
+
 def plain_block_problem(block: dict[str, Any], role: str) -> str | None:
     """The core's own check of a reply's ``thinking`` and ``redacted_thinking`` blocks (the
-    plain shapes, every field a string); any other type needs the harness's check. The
-    answer reads like :func:`~primer.harness.request_check.block_problem`'s."""
+    plain shapes, every field a string) and ``compaction`` blocks (``content`` and any of
+    ``encrypted_content``, ``signature``: each a string or ``null``); any other type needs
+    the harness's check. The answer reads like
+    :func:`~primer.harness.request_check.block_problem`'s."""
+    if block.get("type") == "compaction":
+        if "content" not in block or not set(block) <= _COMPACTION_KEYS or not all(
+                v is None or isinstance(v, str) for k, v in block.items() if k != "type"):
+            return (f".{'/'.join(sorted(_COMPACTION_KEYS - {'type'}))}: content, and strings or "
+                    f"null only")
+        return None
     shapes = {"thinking": {"type", "thinking", "signature"}, "redacted_thinking": {"type", "data"}}
     keys = shapes.get(block.get("type"))  # type: ignore[arg-type]
     if keys is None:
@@ -92,13 +104,15 @@ def accept_reply(raw: Any, call_no: int, taken: set[str],
                 and 0 <= u.input_tokens <= _MAX and 0 <= u.output_tokens <= _MAX
                 and (type(u.cache_creation_input_tokens) is int
                      and type(u.cache_read_input_tokens) is int
-                     and not (u.cache_creation_input_tokens or u.cache_read_input_tokens)
+                     and not (u.cache_creation_input_tokens or u.cache_read_input_tokens
+                              or u.thinking_tokens)
                      or u.problem() is None)):
             return f"an untrustworthy usage ({u.problem()}), so the run's budgets could not " \
                    f"be enforced"
         calls = _plain(raw.content, taken)
         if calls is not None:  # every block plain and valid: taken as it is, no copy made
-            reply = Reply(raw.content[:], raw.stop_reason, u, raw.model)
+            reply = Reply(raw.content[:], raw.stop_reason, u, raw.model,
+                          stop_details(raw.stop_details))
             reply.tool_uses = calls
             return Accepted(reply)
         usage = u
@@ -115,7 +129,8 @@ def accept_reply(raw: Any, call_no: int, taken: set[str],
     content = raw.content if isinstance(raw.content, (list, str)) else [raw.content]
     blocks, received, refused = normalize_content(content, call_no, taken, block_check)
     model = str.__str__(raw.model) if isinstance(raw.model, str) else safe_str(raw.model)
-    reply = Reply(blocks, str.__str__(raw.stop_reason), usage, model)
+    reply = Reply(blocks, str.__str__(raw.stop_reason), usage, model,
+                  stop_details(getattr(raw, "stop_details", None)))
     # (plain strings: a subclass or an enum of str is not)
     reply.tool_uses = [b for b in blocks if b["type"] == "tool_use"]  # known: no second scan
     return Accepted(reply, refused or None, received)
@@ -132,8 +147,18 @@ def _fields_once(raw: Any) -> Any:
     if isinstance(content, list) and type(content) is not list:
         content = list(content)
     if isinstance(usage, Usage) and type(usage) is not Usage:
-        usage = Usage(*(getattr(usage, name) for name in USAGE_FIELDS))
-    return Reply(content, raw.stop_reason, usage, raw.model)
+        usage = Usage(*(getattr(usage, name) for name in (*USAGE_FIELDS, THINKING_FIELD)))
+    return Reply(content, raw.stop_reason, usage, raw.model, raw.stop_details)
+
+
+def stop_details(details: Any) -> dict[str, str | None] | None:
+    """A reply's ``stop_details`` as the loop keeps them: a dict of its text (or ``null``)
+    fields, each at most 2,000 characters (a refusal's ``type``, ``category`` and
+    ``explanation``); ``None`` for anything else."""
+    if details is None or type(details) is not dict:
+        return None
+    return {k: (safe_str(v, 2000) if v is not None else None) for k, v in details.items()
+            if type(k) is str and (v is None or type(v) is str)}
 
 
 _MAX = MAX_USAGE_TOKENS  # bound here for the fast path

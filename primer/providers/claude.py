@@ -29,6 +29,21 @@ Extended thinking: ``thinking={"type": "enabled", "budget_tokens": 2048}`` is se
 tool round carries them unchanged, as the API requires. Thinking tokens are billed as
 output tokens, so they are in ``usage.output_tokens`` and count against the run's budgets.
 
+SDK 2.x (checked with 2.16): each call also carries what the 2.x API adds, when asked for.
+``effort`` (``"low"`` ... ``"max"``) and ``output_format`` (API-native structured output: a
+pydantic model class or a JSON Schema, sent as ``output_config.format``; the loop's prompted
+check, ``run_agent(output_model=...)``, still validates the answer) go in ``output_config``.
+A refusal's ``stop_details`` (``category``, ``explanation``) travel on the reply to the
+result. ``usage.output_tokens_details.thinking_tokens`` becomes ``Usage.thinking_tokens`` (a
+part of ``output_tokens``, priced with them). ``compaction`` turns on server-side
+compaction (the beta ``context_management`` edit ``compact_20260112``, sent through
+``client.beta.messages``): the ``compaction`` block a reply starts with stays in the
+transcript as it came, and a ``compaction`` stop reason (with ``pause_after_compaction``)
+lets the loop go on, as ``pause_turn`` does. The SDK's own OpenTelemetry spans are switched
+off (``sdk_spans=False``, the default): with :class:`~primer.harness.tracing.otel.OTelSink`
+each call is already a ``chat`` span in the run's tree, and the SDK's span would be a second
+one for the same call, outside that tree.
+
 Retries: the client is built with ``max_retries=0``. A rate limit (429), an overload (529),
 a server error (5xx), a timeout or a lost connection raises
 :class:`~primer.loop.model.TransientModelError` carrying the server's ``retry-after``, so
@@ -63,6 +78,7 @@ from primer.loop.messages import Block, Message, result_text
 from primer.loop.model import PermanentModelError, PromptTooLong, Reply, TransientModelError, Usage
 from primer.loop.tools import ToolError
 
+from .api_options import COMPACTION_EDIT, EFFORTS
 from .thinking import checked_thinking
 
 #: The model used when none is given and ``PRIMER_CLAUDE_MODEL`` is not set. Runs are priced at
@@ -90,6 +106,67 @@ NO_KEY_HELP = (
     f"`export {API_KEY_ENV_VAR}=sk-ant-...`, a key from console.anthropic.com) and run again. "
     f"Every lesson and test runs offline without one, against scripted models and a local "
     f"server that speaks the Messages API.")
+
+
+#: The beta that server-side compaction needs (its edit: ``COMPACTION_EDIT``).
+COMPACTION_BETA = "compact-2026-01-12"
+
+
+def output_format_of(spec: Any) -> dict[str, Any] | None:
+    """``output_config.format`` for ``spec``: ``None`` for none; a pydantic model class or a
+    JSON Schema dict becomes ``{"type": "json_schema", "schema": ...}`` with
+    ``additionalProperties: false`` on every object that does not say (structured output
+    needs closed objects); a dict that is already ``{"type": "json_schema", ...}`` is kept.
+    ``TypeError`` for anything else."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict) and spec.get("type") == "json_schema" and "schema" in spec:
+        return {"type": "json_schema", "schema": closed_objects(spec["schema"])}
+    if isinstance(spec, dict):
+        return {"type": "json_schema", "schema": closed_objects(spec)}
+    schema = getattr(spec, "model_json_schema", None)
+    if not callable(schema):
+        raise TypeError(f"output_format must be a pydantic model class or a JSON Schema dict, "
+                        f"not {type(spec).__name__}")
+    return {"type": "json_schema", "schema": closed_objects(schema())}
+
+
+def closed_objects(schema: Any) -> Any:
+    """A copy of ``schema`` where every ``"type": "object"`` without ``additionalProperties``
+    gets ``additionalProperties: false``."""
+    if isinstance(schema, list):
+        return [closed_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: closed_objects(v) for k, v in schema.items()}
+    if out.get("type") == "object" and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+def compaction_edit(option: bool | dict[str, Any]) -> dict[str, Any] | None:
+    """The ``context_management`` edit for ``ClaudeLLM(compaction=...)``: ``None`` for
+    ``False``, ``{"type": "compact_20260112"}`` for ``True``, with a dict's options
+    (``trigger``: ``{"type": "input_tokens", "value": n}``, ``pause_after_compaction``,
+    ``instructions``) added. ``TypeError`` for anything else."""
+    if option is False:
+        return None
+    if option is True:
+        return {"type": COMPACTION_EDIT}
+    if isinstance(option, dict):
+        return {"type": COMPACTION_EDIT, **{k: v for k, v in option.items() if k != "type"}}
+    raise TypeError(f"compaction must be True, False or a dict of the edit's options, not "
+                    f"{type(option).__name__}")
+
+
+def without_sdk_spans(client: Any) -> Any:
+    """``client`` with the SDK's own OpenTelemetry spans switched off: its copy made by
+    ``with_options(open_telemetry=False)`` (SDK 2.x; the copy shares the connection pool).
+    An SDK without that option (before 2.x) emits no spans: ``client`` comes back as it is."""
+    try:
+        return client.with_options(open_telemetry=False)
+    except (TypeError, AttributeError):  # an SDK without the option has no spans
+        return client
 
 
 def default_model() -> str:
@@ -123,6 +200,13 @@ class ClaudeLLM:
     - ``thinking``: the API's ``thinking`` setting, e.g. ``{"type": "enabled",
       "budget_tokens": 2048}`` (``ValueError`` for one that is not a dict with a ``type``,
       or an ``enabled`` one without an integer ``budget_tokens`` of at least 1,024).
+    - ``effort``: ``output_config.effort``, one of :data:`EFFORTS` (``ValueError`` else).
+    - ``output_format``: API-native structured output, ``output_config.format``: a pydantic
+      model class or a JSON Schema dict (:func:`output_format`).
+    - ``compaction``: server-side compaction, ``True`` or the options of the
+      ``compact_20260112`` edit (``trigger``, ``pause_after_compaction``, ``instructions``).
+    - ``sdk_spans``: keep the SDK's own OpenTelemetry span of each call (default ``False``:
+      switched off on the client, given or built; see the module).
 
     Calling it returns a :class:`Reply`; raises :class:`TransientModelError` (retry may help)
     or :class:`PermanentModelError` (fix the request: also for ``max_tokens`` not above the
@@ -133,9 +217,17 @@ class ClaudeLLM:
                  api_key: str | None = None, base_url: str | None = None,
                  max_retries: int = 0, timeout_s: float = 120.0, cache_prefix: bool = False,
                  exact_count: bool = False, stream: bool = False,
-                 thinking: dict[str, Any] | None = None, cache_ttl: str | None = None) -> None:
+                 thinking: dict[str, Any] | None = None, cache_ttl: str | None = None,
+                 effort: str | None = None, output_format: Any = None,
+                 compaction: bool | dict[str, Any] = False, sdk_spans: bool = False) -> None:
         if cache_ttl not in (None, "5m", "1h"):
             raise ValueError(f"cache_ttl must be '5m' or '1h' (got {cache_ttl!r})")
+        if effort is not None and effort not in EFFORTS:
+            raise ValueError(f"effort must be one of {', '.join(EFFORTS)} (got {effort!r})")
+        self.effort = effort
+        self.output_format = output_format_of(output_format)
+        self.compaction = compaction_edit(compaction)
+        self.sdk_spans = sdk_spans
         self.cache_ttl = cache_ttl
         self.model = model or default_model()
         self.thinking = checked_thinking(thinking)
@@ -144,7 +236,7 @@ class ClaudeLLM:
                 raise PermanentModelError(NO_KEY_HELP)
             client = self._client_class(api_key=api_key, base_url=base_url,
                                         max_retries=max_retries, timeout=timeout_s)
-        self.client = client
+        self.client = client if sdk_spans else without_sdk_spans(client)
         self.cache_prefix = cache_prefix
         self.exact_count = exact_count
         self.stream = stream
@@ -155,7 +247,8 @@ class ClaudeLLM:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={self.model!r}, cache_prefix={self.cache_prefix}, "
                 f"exact_count={self.exact_count}, stream={self.stream}, "
-                f"thinking={self.thinking})")
+                f"thinking={self.thinking}, effort={self.effort}, "
+                f"compaction={self.compaction is not None})")
 
     def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
                 max_tokens: int | None = None) -> dict[str, Any]:
@@ -176,6 +269,13 @@ class ClaudeLLM:
                     f"max_tokens ({max_tokens:,}) must be greater than thinking.budget_tokens "
                     f"({budget:,}): thinking tokens count toward max_tokens. Raise "
                     f"AgentConfig.max_tokens or lower the thinking budget.")
+        output_config = {k: v for k, v in (("effort", self.effort),
+                                           ("format", self.output_format)) if v is not None}
+        if output_config:
+            kwargs["output_config"] = output_config
+        if self.compaction is not None:
+            kwargs["context_management"] = {"edits": [dict(self.compaction)]}
+            kwargs["betas"] = [COMPACTION_BETA]
         if tools:
             kwargs["tools"] = [dict(t) for t in tools]
         if system:
@@ -193,11 +293,12 @@ class ClaudeLLM:
         self.calls += 1
         kwargs = self.request(system=system, messages=messages, tools=tools,
                               max_tokens=max_tokens)
+        messages_api = self.client.beta.messages if "betas" in kwargs else self.client.messages
         try:
             if not self.stream:
-                return reply_from_message(self.client.messages.create(**kwargs))
+                return reply_from_message(messages_api.create(**kwargs))
             relay = DeltaRelay(on_delta) if on_delta is not None else None
-            with self.client.messages.stream(**kwargs) as stream:
+            with messages_api.stream(**kwargs) as stream:
                 for event in stream:
                     relay_event(relay, event)
                 message = stream.get_final_message()
@@ -213,9 +314,10 @@ class ClaudeLLM:
 
         Raises :class:`TransientModelError` or :class:`PermanentModelError` like a call.
         """
+        request = self.request(system=system, messages=messages, tools=tools)
+        messages_api = self.client.beta.messages if "betas" in request else self.client.messages
         try:
-            counted = self.client.messages.count_tokens(
-                **self.request(system=system, messages=messages, tools=tools))
+            counted = messages_api.count_tokens(**request)
         except anthropic.APIError as e:
             raise model_error(e) from e
         return int(counted.input_tokens)
@@ -247,11 +349,12 @@ class AsyncClaudeLLM(ClaudeLLM):
                               max_tokens=max_tokens)
         # the client this class builds (_client_class) or is given is an AsyncAnthropic
         client = cast(anthropic.AsyncAnthropic, self.client)
+        messages_api: Any = client.beta.messages if "betas" in kwargs else client.messages
         try:
             if not self.stream:
-                return reply_from_message(await client.messages.create(**kwargs))
+                return reply_from_message(await messages_api.create(**kwargs))
             relay = DeltaRelay(on_delta) if on_delta is not None else None
-            async with client.messages.stream(**kwargs) as stream:
+            async with messages_api.stream(**kwargs) as stream:
                 async for event in stream:
                     relay_event(relay, event)
                 message = await stream.get_final_message()
@@ -323,15 +426,30 @@ def reply_from_message(message: Any) -> Reply:
     ``input``, and any others such as ``thinking``), so the reply can be sent back
     unchanged. A ``stop_reason`` outside :data:`~primer.loop.model.STOP_REASONS` (a newer
     API value) is kept as it is; the loop stops on it with ``model_error`` (its tool calls,
-    if any, do not run), since it cannot know whether the turn ended.
+    if any, do not run), since it cannot know whether the turn ended. ``stop_details`` (a
+    refusal's category) and ``usage.output_tokens_details.thinking_tokens`` are read from
+    the SDK's fields, or from the raw JSON an SDK without them keeps as extra fields.
     """
     content: list[Block] = [block_to_dict(b) for b in message.content]
     u = message.usage
+    details = _field(u, "output_tokens_details")
     usage = Usage(int(u.input_tokens or 0), int(u.output_tokens or 0),
                   int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-                  int(getattr(u, "cache_read_input_tokens", 0) or 0))
+                  int(getattr(u, "cache_read_input_tokens", 0) or 0),
+                  int(_field(details, "thinking_tokens") or 0))
     stop_reason = message.stop_reason or "end_turn"
-    return Reply(content, stop_reason, usage, str(message.model))
+    stop_details = _field(message, "stop_details")
+    if stop_details is not None and not isinstance(stop_details, dict):
+        stop_details = stop_details.model_dump(mode="json")
+    return Reply(content, stop_reason, usage, str(message.model), stop_details)
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name``, or the key ``name`` of a dict, or ``None`` (an SDK model keeps fields it
+    does not know as extra attributes, so this reads a newer API's fields too)."""
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def block_to_dict(block: Any) -> Block:
@@ -349,6 +467,9 @@ def block_to_dict(block: Any) -> Block:
                 "signature": d.get("signature", "")}
     if kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": d.get("data", "")}
+    if kind == "compaction":  # sent back verbatim; a null content (a failed summary) kept
+        return cast(Block, {"type": "compaction", "content": d.get("content"),
+                            **{k: v for k, v in d.items() if k not in ("type", "content")}})
     return d
 
 

@@ -15,12 +15,18 @@ tool definitions) and handed to an :class:`~primer.loop.model.LLM`, usually a
 :class:`~primer.loop.model.ScriptedLLM` from a scenario, so the same scripted model runs
 offline and over HTTP. Its :class:`~primer.loop.model.Reply` is rendered into the wire JSON
 with every field the SDKs require (``id``, ``type``, ``role``, ``model``, ``content``,
-``stop_reason``, ``stop_sequence``, ``usage``). Extra request fields are tolerated.
+``stop_reason``, ``stop_sequence``, ``usage``), and those SDK 2.x reads when they apply: a
+reply's ``stop_details`` (a refusal's category) and
+``usage.output_tokens_details.thinking_tokens`` (the tokens of its ``thinking`` blocks).
+``output_config`` (``effort``, ``format``) and server-side compaction (the
+``compact_20260112`` edit) are applied as :mod:`~primer.providers.api_options` describes.
+Other extra request fields are tolerated.
 
 With ``"stream": true`` a reply comes as server-sent events (those of
 :func:`~primer.harness.streaming.wire_events`) in a chunked HTTP body, as the API sends
 them; :meth:`FakeModelServer.cut_next_stream` cuts the next one off mid tool call, either
-in good order or by breaking the connection inside a chunk. With thinking enabled the
+in good order or by breaking the connection inside a chunk, and
+:meth:`FakeModelServer.slow_next_stream` spaces its events out. With thinking enabled the
 server signs each ``thinking`` block and applies the API's rules
 (:mod:`primer.providers.thinking`), 400 when one is broken.
 
@@ -51,18 +57,21 @@ import itertools
 import json
 import socket
 import threading
+import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from primer.harness.request_check import messages_problems, request_problems
 from primer.harness.streaming import CUTS, wire_events
-from primer.loop.messages import Block, Message
+from primer.loop.messages import Block, Message, text_block
 from primer.loop.model import LLM, Reply, Usage, estimate_tokens
 from primer.loop.text import JSONRefused, parse_json
 
+from . import api_options
+from .api_options import after_compaction
 from .thinking import MIN_THINKING_BUDGET, tool_round_problem
 
 #: Request headers whose values are never recorded (they carry credentials).
@@ -104,6 +113,7 @@ class ServerSentEvents:
 
     events: list[dict[str, Any]]
     abort: bool = False
+    gap_s: float = 0.0
 
 
 class RequestError(Exception):
@@ -150,6 +160,9 @@ class FakeModelServer:
         self._threads: dict[str, _Thread] = {}
         self._cached_prefixes: set[str] = set()
         self._cuts: deque[str] = deque()
+        self._gaps: deque[float] = deque()
+        #: Streams the client closed before their end (it stopped reading: a cancel).
+        self.streams_closed_early = 0
         self._secret = signing_key
         self._redacted: set[str] = set()
         self._ids = itertools.count(1)
@@ -225,6 +238,13 @@ class FakeModelServer:
                              f"not {how!r}")
         self._cuts.append(how)
 
+    def slow_next_stream(self, gap_s: float) -> None:
+        """Send the next streamed reply's events ``gap_s`` seconds apart, as a model writing
+        a long answer does, so a test can act while the stream is in flight."""
+        if not 0 <= gap_s <= 10:
+            raise ValueError(f"slow_next_stream: gap_s must be 0 to 10 seconds, not {gap_s!r}")
+        self._gaps.append(gap_s)
+
     def sign(self, thinking: str) -> str:
         """The signature this server gives a ``thinking`` block with text ``thinking``."""
         return hmac.new(self._secret, thinking.encode(), hashlib.sha256).hexdigest()
@@ -261,9 +281,10 @@ class FakeModelServer:
             if body.get("stream") is True:
                 with self._lock:
                     cut = self._cuts.popleft() if self._cuts else None
+                    gap = self._gaps.popleft() if self._gaps else 0.0
                 return 200, {}, ServerSentEvents(
                     wire_events(wire, cut=cut, max_tokens=body["max_tokens"]),
-                    abort=cut == "abort")
+                    abort=cut == "abort", gap_s=gap)
             return 200, {}, wire
         except RequestError as e:
             return e.status, {}, error_body(e.status, e.message, e.details)
@@ -276,10 +297,17 @@ class FakeModelServer:
         system, messages, tools, thread = self._prompt(body)
         _reject(request_problems(body, messages=messages))
         thinking = self._thinking(body, messages)
-        reply = self.llm(system=system, messages=messages, tools=tools,
-                         max_tokens=int(body["max_tokens"]))
+        try:
+            schema, edit = api_options.output_config(body), api_options.compaction_edit(body)
+        except ValueError as e:
+            raise RequestError(400, str(e)) from None
+        reply = self._reply(system, after_compaction(messages), tools, body, edit, schema)
         msg_id = f"msg_fake_{next(self._ids):04d}"
         usage = self._cached_usage(body, system, tools, reply.usage)
+        thought = sum(estimate_tokens(b.get("thinking", "")) for b in reply.content
+                      if b.get("type") == "thinking")
+        if thought and not usage.thinking_tokens:
+            usage = replace(usage, thinking_tokens=min(thought, usage.output_tokens))
         wire = message_json(reply, msg_id, str(body.get("model") or self.model), usage)
         if thinking:
             wire["content"] = [self._signed(b) for b in wire["content"]]
@@ -288,6 +316,35 @@ class FakeModelServer:
             with self._lock:
                 self._threads[msg_id] = thread
         return wire
+
+    def _reply(self, system: str, seen: list[Message], tools: list[dict[str, Any]],
+               body: dict[str, Any], edit: dict[str, Any] | None,
+               schema: dict[str, Any] | None) -> Reply:
+        """The model's reply to what it reads (``seen``: after any earlier compaction). With
+        a compaction edit whose trigger the prompt passes, a ``compaction`` block comes first
+        (alone, stop reason ``compaction``, with ``pause_after_compaction``) and the model
+        reads its summary instead; both calls' tokens are billed. With a format, an answer
+        that does not match it fails the call (:mod:`~primer.providers.api_options`)."""
+        block: Block | None = None
+        spent = Usage()
+        prompt = self._prompt_tokens(system, seen, tools)
+        if edit is not None and prompt > api_options.trigger_tokens(edit):
+            summary = api_options.summary_of(seen)
+            block = cast(Block, {"type": "compaction", "content": summary})
+            spent = Usage(prompt, estimate_tokens(summary))
+            if edit.get("pause_after_compaction"):
+                return Reply([block], "compaction", spent)
+            seen = [{"role": "user", "content": [text_block(summary)]}]
+        reply = self.llm(system=system, messages=seen, tools=tools,
+                         max_tokens=int(body["max_tokens"]))
+        if schema is not None and not reply.tool_uses and reply.stop_reason == "end_turn":
+            problem = api_options.format_problem(reply.text, schema)
+            if problem:
+                raise ValueError(f"its answer does not match output_config.format, which the "
+                                 f"API guarantees: {problem}")
+        if block is None:
+            return reply
+        return replace(reply, content=[block, *reply.content], usage=spent + reply.usage)
 
     def _chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         from .openai_compat import chat_completion_json, from_chat_request
@@ -436,10 +493,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", f"req_fake_{len(self.owner.requests):04d}")
         self.end_headers()
         self.close_connection = True
-        for event in sse.events:
-            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
+        try:
+            for event in sse.events:
+                data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                if sse.gap_s:
+                    time.sleep(sse.gap_s)
+        except OSError:  # the client closed the stream (a cancelled call): count it
+            with self.owner._lock:
+                self.owner.streams_closed_early += 1
+            return
         if sse.abort:
             self.wfile.write(b"400\r\nevent: content_block_delta\ndata: {\"type\"")
             self.wfile.flush()
@@ -468,9 +532,16 @@ def message_json(reply: Reply, msg_id: str, model: str, usage: Usage | None = No
     """``reply`` as a Messages API response body (every field the SDK requires)."""
     content = [b if b.get("type") != "text" else {"type": "text", "text": b.get("text", "")}
                for b in reply.content]
-    return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+    u = usage or reply.usage
+    wire_usage: dict[str, Any] = {k: v for k, v in u.to_dict().items() if k != "thinking_tokens"}
+    if u.thinking_tokens:  # the SDK 2.x shape: a breakdown of output_tokens
+        wire_usage["output_tokens_details"] = {"thinking_tokens": u.thinking_tokens}
+    body = {"id": msg_id, "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": reply.stop_reason, "stop_sequence": None,
-            "usage": (usage or reply.usage).to_dict()}
+            "usage": wire_usage}
+    if reply.stop_details is not None:  # (a refusal's category)
+        body["stop_details"] = reply.stop_details
+    return body
 
 
 def system_text(system: Any) -> str:

@@ -21,10 +21,12 @@ The spans (conventions: semantic-conventions ``docs/gen-ai``, agent and inferenc
     ``gen_ai.response.model``, ``gen_ai.response.finish_reasons`` (the ``stop_reason``),
     ``gen_ai.request.max_tokens``, ``gen_ai.usage.input_tokens`` (all prompt tokens, cache
     reads and writes included, as the Anthropic conventions say),
-    ``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens`` and
-    ``gen_ai.usage.cache_creation.input_tokens``. Retried attempts are span events
-    ``gen_ai.model_retry`` with their ``error.type``. A call that failed for good (the run
-    stopped with ``model_error``) is a chat span with status ERROR and ``error.type``.
+    ``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
+    ``gen_ai.usage.cache_creation.input_tokens`` and, for a model that thought,
+    ``gen_ai.usage.reasoning.output_tokens`` (a part of the output tokens). Retried attempts
+    are span events ``gen_ai.model_retry`` with their ``error.type``. A call that failed for
+    good (the run stopped with ``model_error``) is a chat span with status ERROR and
+    ``error.type``.
 ``execute_tool {tool}`` (kind INTERNAL), a child of the agent span, one per call that ran:
     ``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
     ``gen_ai.tool.type = function``; status ERROR and ``error.type`` (the error kind, e.g.
@@ -35,6 +37,10 @@ Times: events arrive when something has finished, with its latency, so a span's 
 its end minus its latency (a model call), or the arrival of the reply that asked for it (a
 tool call; its end is that start plus its latency). A failed model call starts where the
 previous event ended.
+
+The ``anthropic`` SDK (2.x) makes a span of its own for each API call, a root span of its
+own trace while a run's spans are made from events; :class:`~primer.providers.claude.ClaudeLLM`
+switches those off (``sdk_spans=False``), so each call is one ``chat`` span, in the run's tree.
 
 Content (the task, the system prompt, replies, tool arguments and results) is recorded only
 with ``capture_content=True``, as the opt-in attributes ``gen_ai.system_instructions``,
@@ -77,6 +83,7 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
@@ -112,8 +119,11 @@ def _json(value: Any) -> str:
 def _usage_attributes(usage: dict[str, Any]) -> dict[str, int]:
     u = Usage.from_dict(usage)  # a missing or null count is 0, as everywhere
     read, creation = u.cache_read_input_tokens, u.cache_creation_input_tokens
-    return {INPUT_TOKENS: u.input_tokens + read + creation, OUTPUT_TOKENS: u.output_tokens,
-            CACHE_READ: read, CACHE_CREATION: creation}
+    attrs = {INPUT_TOKENS: u.input_tokens + read + creation, OUTPUT_TOKENS: u.output_tokens,
+             CACHE_READ: read, CACHE_CREATION: creation}
+    if u.thinking_tokens:  # (of the output tokens, those spent thinking)
+        attrs[REASONING_TOKENS] = u.thinking_tokens
+    return attrs
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
