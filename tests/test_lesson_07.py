@@ -68,3 +68,13 @@ def test_the_quizs_numbers():
     assert cumulative_input_tokens(10, 0, 500, history_on_first_call=True) == 27_500
     assert cumulative_input_tokens(10, 0, 500, history_on_first_call=False) == 22_500
     assert 10_500 + 1_800 + 400 > 12_000 > 10_500
+
+
+def test_the_burner_with_a_wrap_up_answers_within_its_budget():
+    wrapped = burner.SCENARIO.run(budget_check="before", wrap_up=True)
+    wrap = wrapped.steps[-1]
+    assert wrapped.stop_cause.value == "token_budget" and wrapped.wrapped_up
+    assert wrapped.final_text.startswith("Partial answer: the notes I searched cover")
+    assert (len(wrapped.steps) - 1, wrap.usage.total_tokens) == (8, 1_657)
+    assert wrapped.usage.total_tokens == 8_907 <= burner.TOKEN_BUDGET
+    assert round(wrapped.cost_usd, 4) == 0.0517
