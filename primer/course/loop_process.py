@@ -65,8 +65,9 @@ DEFAULT_IMPORT_LIMIT_S = 10.0
 OUTPUT_CAP_BYTES = 16_384
 
 #: The largest request the child may send (one JSON line), in bytes: far above any the
-#: battery needs (its longest history is a few kilobytes).
-MESSAGE_CAP_BYTES = 4 * 2**20
+#: battery needs (its longest history is a few kilobytes), and small enough that checking
+#: one costs this process little (its time on a request is not counted against the loop).
+MESSAGE_CAP_BYTES = 2**20
 
 #: The interpreter's code that starts the child: the course's package first on the path
 #: (``-I`` leaves out the current directory and ``PYTHON*`` variables), then its entry point.
