@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from .messages import Message, user_message
-from .model import STOP_REASONS, Usage, cost_usd
+from .model import STOP_REASONS, Prices, Reply, Usage, cost_usd
 from .state import (
     HANDOFF_TOOL_NAME,
     RunState,
@@ -136,7 +136,9 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
     characters/4 estimate of the whole prompt, so a provider that under-reports its usage
     cannot let a call through; or the exact count of a model with a true ``exact_count``
     and ``count_tokens(*, system, messages, tools)`` (as
-    :class:`~primer.providers.claude.ClaudeLLM`), the larger figure if counting fails."""
+    :class:`~primer.providers.claude.ClaudeLLM`), the larger figure if counting fails.
+    With ``wrap_up`` on, the worst case also keeps room for a wrap-up after the call: this
+    prompt and ``max_tokens`` in, ``wrap_up_max_tokens`` out."""
     c = state.config
     if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
@@ -151,23 +153,53 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
         except Exception:  # noqa: BLE001 - counting is an optimisation; fall back
             pass
     worst = Usage(prompt, c.max_tokens)
+    # with wrap_up on, room kept for a wrap-up after this call: this prompt and this reply
+    # in, wrap_up_max_tokens out (checked again before the wrap-up: wrap_up_room)
+    reserve = Usage(prompt + c.max_tokens, c.wrap_up_max_tokens) if c.wrap_up else Usage()
     n = state.model_calls + 1
-    worst_total = state.usage.total_tokens + worst.total_tokens
+    worst_total = state.usage.total_tokens + worst.total_tokens + reserve.total_tokens
     if c.token_budget is not None and worst_total > c.token_budget:
         return Stop(StopCause.TOKEN_BUDGET,
                     f"model call {n} could take the run to {worst_total:,} "
                     f"tokens (prompt {how} {worst.input_tokens:,} + up to {c.max_tokens:,} "
-                    f"output), past the {c.token_budget:,}-token budget; "
+                    f"output" + (f" + {reserve.total_tokens:,} kept for a wrap-up"
+                                 if c.wrap_up else "") +
+                    f"), past the {c.token_budget:,}-token budget; "
                     f"{state.usage.total_tokens:,} used")
     if c.cost_budget_usd is not None:
-        # the prompt may be billed as a cache write, at a premium over the plain input price
-        as_cache_write = Usage(0, c.max_tokens, cache_creation_input_tokens=prompt)
-        worst_cost = state.cost_usd + max(cost_usd(worst, c.prices),
-                                          cost_usd(as_cache_write, c.prices))
+        worst_cost = state.cost_usd + worst_cost_usd(worst, c.prices) \
+            + worst_cost_usd(reserve, c.prices)
         if worst_cost > c.cost_budget_usd:
             return Stop(StopCause.COST_BUDGET,
                         f"model call {n} could take the run to {worst_cost:.4f} USD, past "
                         f"the {c.cost_budget_usd:.4f} USD budget; {state.cost_usd:.4f} spent")
+    return None
+
+
+def worst_cost_usd(usage: Usage, prices: Prices) -> float:
+    """The most ``usage`` can cost (USD) at ``prices``: its prompt billed as plain input or
+    as a cache write (at a premium), whichever costs more."""
+    as_cache_write = Usage(0, usage.output_tokens,
+                           cache_creation_input_tokens=usage.input_tokens)
+    return max(cost_usd(usage, prices), cost_usd(as_cache_write, prices))
+
+
+def wrap_up_room(state: RunState, note_tokens: int = 0) -> str | None:
+    """Why a wrap-up call (:func:`~primer.loop.steps.wrap_up`) made now would not fit in what
+    is left of the budgets, or ``None`` when it fits. Its worst case: the prompt as it stands
+    (the larger of :func:`~primer.loop.state.prompt_tokens` and the run's estimate) plus
+    ``note_tokens``, and ``wrap_up_max_tokens`` of output, priced by :func:`worst_cost_usd`."""
+    c = state.config
+    worst = Usage(max(prompt_tokens(state), state.prompt_estimate) + note_tokens,
+                  c.wrap_up_max_tokens)
+    total = state.usage.total_tokens + worst.total_tokens
+    if c.token_budget is not None and total > c.token_budget:
+        return (f"it could take the run to {total:,} tokens, past the {c.token_budget:,}-token "
+                f"budget ({state.usage.total_tokens:,} used)")
+    cost = state.cost_usd + worst_cost_usd(worst, c.prices)
+    if c.cost_budget_usd is not None and cost > c.cost_budget_usd:
+        return (f"it could take the run to {cost:.4f} USD, past the {c.cost_budget_usd:.4f} "
+                f"USD budget ({state.cost_usd:.4f} spent)")
     return None
 
 
@@ -176,6 +208,17 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
 _KNOWN_STOP_REASONS = frozenset(STOP_REASONS)
 _CUT_OFF = {"max_tokens": StopCause.MAX_TOKENS, "refusal": StopCause.REFUSAL,
             "model_context_window_exceeded": StopCause.CONTEXT_WINDOW}
+
+
+_GOES_ON = frozenset({"pause_turn", "compaction"})
+
+
+def _refusal_why(reply: Reply) -> str:
+    """`` (category: cyber; explanation)`` from a refusal's ``stop_details``, or ``""``."""
+    d = reply.stop_details or {}
+    parts = [f"category: {d['category']}" if d.get("category") else "",
+             str(d.get("explanation") or "")]
+    return f" ({'; '.join(p for p in parts if p)})" if any(parts) else ""
 
 
 def _calls_not_run(calls: int) -> str:
@@ -187,8 +230,10 @@ def _calls_not_run(calls: int) -> str:
 def check_stop_reason(state: RunState) -> Stop | None:
     """The model's own stop reason, checked first.
     An unknown one is a model error; ``max_tokens`` ends the run running nothing of the cut-off
-    reply; ``refusal`` ends it with no answer. ``pause_turn`` and replies with tool calls go
-    on; any other reply (``end_turn``, ``stop_sequence``) ends the run with the answer."""
+    reply; ``refusal`` ends it with no answer (the detail names the provider's category, if
+    it gave one). ``pause_turn``, ``compaction`` (the server summarised older turns and paused;
+    the summary block stays in the transcript) and replies with tool calls go on; any other
+    reply (``end_turn``, ``stop_sequence``) ends the run with the answer."""
     reply, n = state.last_reply, state.model_calls
     if reply.stop_reason not in _KNOWN_STOP_REASONS:
         return Stop(StopCause.MODEL_ERROR,
@@ -200,12 +245,12 @@ def check_stop_reason(state: RunState) -> Stop | None:
         detail = {
             StopCause.MAX_TOKENS: f"reply {n} was cut off at max_tokens "
                                   f"({state.config.max_tokens:,})",
-            StopCause.REFUSAL: f"the model refused on call {n}",
+            StopCause.REFUSAL: f"the model refused on call {n}" + _refusal_why(reply),
             StopCause.CONTEXT_WINDOW: f"the model reported its context window exceeded "
                                       f"on call {n}",
         }[cause]
         return Stop(cause, detail + _calls_not_run(len(reply.tool_uses)))
-    if reply.stop_reason == "pause_turn" or reply.tool_uses:
+    if reply.stop_reason in _GOES_ON or reply.tool_uses:
         return None
     return Stop(StopCause.END_TURN, f"the model answered on call {n}")
 

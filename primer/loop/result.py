@@ -32,6 +32,10 @@ class AgentResult:
     are totals (tokens; USD). In ``messages`` every ``tool_use`` has one ``tool_result``, except
     on ``awaiting_approval``: ``pending`` holds the waiting calls. ``checkpoint``: the journal's
     path, or ``None``; ``output``: the validated ``output_model`` instance, if one was asked.
+    ``partial_text``: on ``cancelled`` during a streaming call, the text it had shown (kept
+    for the person who saw it; not an answer, not in ``messages``), else ``None``.
+    ``wrapped_up``: ``final_text`` is a wrap-up's best-effort answer, given at a limit with
+    tools off (``AgentConfig.wrap_up``), not a finished one; the stop cause is the limit's.
     """
 
     final_text: str | None
@@ -45,6 +49,15 @@ class AgentResult:
     pending: list[ToolUseBlock] = field(default_factory=list)
     checkpoint: str | None = None
     output: pydantic.BaseModel | None = None
+    partial_text: str | None = None
+    wrapped_up: bool = False
+
+    @property
+    def stop_details(self) -> dict[str, Any] | None:
+        """What the provider said about the last reply's stop, or ``None``: on a ``refusal``,
+        Claude's ``{"type": "refusal", "category": ..., "explanation": ...}`` (the category
+        is also in ``stop_detail`` and ``summary``)."""
+        return self.steps[-1].reply.stop_details if self.steps else None
 
     @property
     def executions(self) -> list[ToolExecution]:
@@ -67,7 +80,9 @@ class AgentResult:
                 "stop_detail": self.stop_detail, "summary": self.summary,
                 "usage": self.usage.to_dict(), "cost_usd": self.cost_usd,
                 "steps": [s.to_dict() for s in self.steps], "messages": self.messages,
-                "pending": self.pending, "checkpoint": self.checkpoint}
+                "pending": self.pending, "checkpoint": self.checkpoint,
+                **({"partial_text": self.partial_text} if self.partial_text is not None else {}),
+                **({"wrapped_up": True} if self.wrapped_up else {})}
 
 
 _HEADLINES = {
@@ -89,17 +104,21 @@ _HEADLINES = {
 }
 
 
-def summarize(steps: list[Step], stop: Stop) -> str:
+def summarize(steps: list[Step], stop: Stop, wrap_up: WrapUp | None = None) -> str:
     """Why the run stopped and which tool calls succeeded or not, in one or two sentences:
     "Stopped at the step limit after 4 model calls. Tool calls succeeded: none; failed:
-    get_order ×4.", for example."""
+    get_order ×4.", for example. With a ``wrap_up``, a last sentence on it (its call is not
+    counted among the model calls before the stop)."""
     ok: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_run: Counter[str] = Counter()
+    cancelled: Counter[str] = Counter()
     for s in steps:
         for e in s.executions:
-            (not_run if e.error_kind == "not_run" else failed if e.is_error else ok)[e.name] += 1
-    calls = f"{len(steps)} model call{'' if len(steps) == 1 else 's'}"
+            (not_run if e.error_kind == "not_run" else cancelled if e.error_kind == "cancelled"
+             else failed if e.is_error else ok)[e.name] += 1
+    made = len(steps) - (wrap_up is not None and wrap_up.called)
+    calls = f"{made} model call{'' if made == 1 else 's'}"
     head = _HEADLINES[stop.cause].format(detail=stop.detail, steps=calls)
 
     def names(c: Counter[str]) -> str:
@@ -110,7 +129,10 @@ def summarize(steps: list[Step], stop: Stop) -> str:
         parts.append(f"failed: {names(failed)}")
     if not_run:
         parts.append(f"not run: {names(not_run)}")
-    return f"{head.rstrip('.')}. {'; '.join(parts)}."
+    if cancelled:
+        parts.append(f"cancelled while running: {names(cancelled)}")
+    wrap = f" {wrap_up.detail}." if wrap_up is not None else ""
+    return f"{head.rstrip('.')}. {'; '.join(parts)}.{wrap}"
 
 
 # ---------------------------------------------------------------- tables
@@ -190,13 +212,13 @@ def format_trace_table(rows: list[dict[str, Any]], width: int = 60) -> str:
 
 def account_executions(state: RunState, executions: Iterable[ToolExecution]) -> None:
     """Count calls that just ran: usage of models inside them, the error window, and one
-    ``tool_execution`` event each (exactly once per call). A ``not_run`` call is no
-    evidence of progress or of its lack: it stays out of the error window."""
+    ``tool_execution`` event each (exactly once per call). A ``not_run`` or ``cancelled``
+    call is no evidence of progress or of its lack: it stays out of the error window."""
     index, on_event = state.steps[-1].index, state.inputs.on_event
     for e in executions:
         if e.usage is not None:  # models that ran inside the tool (a sub-agent)
             state.add_usage(e.usage, e.cost_usd)
-        if e.error_kind != "not_run":
+        if e.error_kind != "not_run" and e.error_kind != "cancelled":
             state.recent_errors.append(e.is_error)
         if on_event is not None:  # (a dict: unpacking one into keywords costs more)
             on_event("tool_execution", {"step": index, **e.to_dict()})
@@ -216,6 +238,23 @@ def cancelled_call(state: RunState, block: ToolUseBlock) -> ToolExecution:
     """The ``not_run`` result of a call that had not started when the run was cancelled."""
     return not_run(block, Stop(StopCause.CANCELLED, "the cancel signal was set before this "
                                                     "call started"))
+
+
+def cancelled_while_running(state: RunState, block: ToolUseBlock, *,
+                            stopped: bool) -> ToolExecution:
+    """The ``cancelled`` result of a call that was running when the run was cancelled:
+    ``stopped`` when it ended (with an error) once the signal was set, else abandoned (it
+    may still finish). Either way its outcome is unknown: for a side-effecting tool the
+    result says to check the state before calling it again (a resume never runs it again)."""
+    name = str(block.get("name"))
+    how = ("it was stopped before it finished" if stopped
+           else "it was abandoned, not stopped, so it may still finish")
+    tool = state.inputs.registry.get(name)
+    check = (f" {name} changes state: check the current state before calling it again."
+             if tool is not None and tool.side_effecting else "")
+    return ToolExecution(str(block.get("id")), name, block.get("input"),
+                         f"Cancelled: the run was cancelled while {name} ran; {how}. Its "
+                         f"outcome is unknown.{check}", True, "cancelled")
 
 
 # ---------------------------------------------------------------- pausing and finishing
@@ -245,29 +284,53 @@ def finish_pause(state: RunState, stop: Stop, ran: list[ToolExecution]) -> Agent
 
 
 def finish(state: RunState, stop: Stop, reply: Reply | None = None,
-           pending: list[ToolUseBlock] | None = None) -> AgentResult:
+           pending: list[ToolUseBlock] | None = None,
+           wrap_up: WrapUp | None = None) -> AgentResult:
     """End the run with ``stop``: answer the reply's unrun calls, summarise, record, report.
     On a pause the calls without a result stay ``pending`` (unless given); on any other stop
-    each call of ``reply`` gets a ``not_run`` result, so every ``tool_use`` is answered."""
+    each call of ``reply`` gets a ``not_run`` result, so every ``tool_use`` is answered.
+    ``wrap_up``: what a wrap-up at a limit came to (its text becomes ``final_text``)."""
     if reply is not None and reply.tool_uses:
         if stop.cause is StopCause.AWAITING_APPROVAL:
             answered = {e.tool_use_id for e in state.steps[-1].executions}
             if pending is None:
                 pending = [b for b in reply.tool_uses if b["id"] not in answered]
         else:
-            unrun = [not_run(b, stop) for b in reply.tool_uses]
-            state.steps[-1].executions.extend(unrun)
-            state.append(user_message([e.result_block() for e in unrun]))
+            answer_unrun(state, stop, reply)
     final = reply.text if stop.cause is StopCause.END_TURN and reply is not None else None
-    summary = summarize(state.steps, stop)
+    if wrap_up is not None:
+        final = wrap_up.text
+    summary = summarize(state.steps, stop, wrap_up)
     recorder = state.inputs.recorder
     path = recorder.stopped(state, stop, summary, final) if recorder is not None else None
     result = AgentResult(final, stop.cause, state.steps, state.usage, state.cost_usd,
                          state.messages, summary, stop.detail, pending or [], path,
-                         state.output)
+                         state.output, state.partial_text)
+    result.wrapped_up = final is not None and wrap_up is not None
     state.emit("stop", cause=stop.cause.value, detail=stop.detail, summary=summary,
-               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls)
+               usage=state.usage.to_dict(), cost_usd=state.cost_usd, steps=state.model_calls,
+               **({"wrapped_up": True} if result.wrapped_up else {}))
     return result
+
+
+@dataclass(frozen=True)
+class WrapUp:
+    """What the wrap-up at a limit came to (:func:`~primer.loop.steps.wrap_up`): ``text``,
+    its best-effort answer or ``None``; ``called``, whether its model call was made and
+    recorded (the run's last step); ``detail``, the summary's sentence about it."""
+
+    text: str | None
+    called: bool
+    detail: str
+
+
+def answer_unrun(state: RunState, stop: Stop, reply: Reply | None) -> None:
+    """Give each call of ``reply`` (the last step's) a ``not_run`` result, in one user
+    message, so every ``tool_use`` is answered; nothing when it asked for none."""
+    if reply is not None and reply.tool_uses:
+        unrun = [not_run(b, stop) for b in reply.tool_uses]
+        state.steps[-1].executions.extend(unrun)
+        state.append(user_message([e.result_block() for e in unrun]))
 
 
 def not_run(block: ToolUseBlock, stop: Stop) -> ToolExecution:

@@ -289,7 +289,8 @@ class RunState:
     ``repeat_counts`` requests per :func:`canonical_call` key; ``recent_errors`` the
     no-progress window; ``started_at`` the config clock at the start (seconds);
     ``output_fixes`` corrective turns used; ``output`` the validated answer; ``tool_use_ids``
-    every id of the run; ``tool_calls`` calls let through while ``max_tool_calls_per_run`` is on.
+    every id of the run; ``tool_calls`` calls let through while ``max_tool_calls_per_run`` is on;
+    ``partial_text`` what a streaming call closed by a cancel had shown.
     """
 
     inputs: RunInputs
@@ -306,6 +307,7 @@ class RunState:
     compactions: int = 0
     tool_use_ids: set[str] = field(default_factory=set)
     tool_calls: int = 0
+    partial_text: str | None = None
 
     def __post_init__(self) -> None:
         window = self.inputs.config.no_progress_window or 1

@@ -34,9 +34,9 @@ from .text import compact_json, safe_repr, safe_str
 
 #: Why a call's result is an error (``None`` on success); see :class:`ToolExecution`.
 ErrorKind = Literal["unknown_tool", "invalid_input", "tool_error", "exception", "bad_result",
-                    "timeout", "too_many_calls", "not_run", "refused", "rate_limited",
-                    "transient", "gave_up", "rejected", "unknown_outcome", "blocked",
-                    "hook_error"]
+                    "timeout", "too_many_calls", "not_run", "cancelled", "refused",
+                    "rate_limited", "transient", "gave_up", "rejected", "unknown_outcome",
+                    "blocked", "hook_error"]
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 #: A tool's definition as the model reads it: ``{"name", "description", "input_schema"}``.
 ToolDefinition = dict[str, Any]

@@ -13,8 +13,9 @@ Every line is one JSON object with a ``type`` and, last, a ``mac`` (see *Integri
 ``header`` (always the first line)
     ``format``, ``version``, ``run_id``, ``system`` (the system prompt), ``config`` (every
     :class:`~primer.loop.config.AgentConfig` setting), ``tools`` (the definitions offered),
-    ``journal_id`` (random; names the journal's anchor) and, if known, ``scenario`` (the
-    demo that started the run).
+    ``journal_id`` (random; names the journal's anchor and so is the run's identity
+    wherever the file lies), if known ``scenario`` (the demo that started the run) and, for
+    a session's turn, ``session`` (``{"id", "turn"}``: the only turn that may resume it).
 ``state``
     ``state``: the whole run so far (:meth:`RunState.to_dict`): the second line, and again
     after a compaction rewrote the message list.
@@ -407,19 +408,22 @@ def _check_anchor(journal: Journal, ends: dict[int, bytes]) -> None:
     journal_id = journal.header.get("journal_id")
     if journal_id is None:
         return  # written before journals had ids
-    anchor = read_anchor(journal.path, journal_id)
+    anchor = read_anchor(journal_id)
     if anchor is None:
         journal.notes.append("no record of where this journal ended is kept for it here (it "
-                             "was written at another path or on another machine, or its "
-                             "anchor was removed), so a cut-off end could not be noticed")
+                             "was written on another machine, or its anchor was removed), "
+                             "so a cut-off end could not be noticed")
         return
     size, mac = anchor
     if ends.get(size) != mac:
         raise CheckpointError(
-            f"{journal.path}: the journal ends before its last line that was on disk: its end "
-            f"was cut off (or an older copy put in its place) after the run wrote it, which a "
-            f"crash cannot do. Restore the latest copy, or start the task again. Nothing was "
-            f"run.")
+            f"{journal.path}: the journal ends before its last line that was on disk: it is "
+            f"an older copy of run {journal.run_id} (journal {journal_id}), which went on "
+            f"after this copy was made (to byte {size:,}; this copy has {journal.size:,} "
+            f"bytes), or its end was cut off, which a crash cannot do. Resuming it could run "
+            f"again a side effect the run already finished, so it is refused wherever the "
+            f"copy lies. Resume the run's latest journal, or start the task again. Nothing "
+            f"was run.")
 
 
 def _header(path: Path, line: bytes) -> dict[str, Any]:
@@ -491,7 +495,12 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
                        "system": {"type": "string"}, "config": {"type": "object"},
                        "tools": {"type": "array", "items": {"type": "object"}}},
                       {"scenario": {"type": "string", "minLength": 1},
-                       "journal_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                       "journal_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                       "session": {"type": "object", "additionalProperties": False,
+                                   "required": ["id", "turn"],
+                                   "properties": {"id": {"type": "string", "minLength": 1},
+                                                  "turn": {"type": "integer",
+                                                           "minimum": 1}}}},
                       delta=False),
     "state": _schema({"state": {"type": "object", "required": [
         "system", "messages", "steps", "usage", "cost_usd", "prompt_estimate",

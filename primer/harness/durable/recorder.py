@@ -68,16 +68,19 @@ class JournalRecorder:
     recorded does not go ahead: a side-effecting call does not run).
     """
 
-    def __init__(self, directory: Path, *, scenario: str | None = None) -> None:
+    def __init__(self, directory: Path, *, scenario: str | None = None,
+                 session: tuple[str, int] | None = None) -> None:
         problem = directory_problem(Path(directory))
         if problem:
             raise CheckpointError(f"checkpoint_dir {directory}: {problem}. Nothing was run.")
         self.directory = Path(directory)
         self.scenario = scenario
+        self.session = session
         self.path: Path | None = None
         self.status = "running"
         self._fd: int | None = None
         self._lock: int | None = None
+        self._run_lock: int | None = None  # the journal's identity, wherever copies lie
         self._key = b""
         self._mac = FORMAT_NAME.encode()
         self._mutex = threading.Lock()
@@ -88,28 +91,38 @@ class JournalRecorder:
         self._size = 0  # bytes written to the journal (its anchor records where it ends)
 
     @classmethod
-    def reopen(cls, path: str | Path) -> tuple[JournalRecorder, Journal]:
-        """Lock the journal at ``path``, read and verify it, cut off a torn last line, and
-        return a recorder that appends to it, with what it holds. The lock is held until
-        :meth:`close`. Raises :class:`~primer.harness.durable.journal.CheckpointError` for a
-        bad file,
-        before any lock file is made beside it (it is read once unlocked, then again under
-        the lock).
+    def reopen(cls, path: str | Path, *, session: tuple[str, int] | None = None
+               ) -> tuple[JournalRecorder, Journal]:
+        """Lock the journal at ``path`` and its run (every copy of it), read and verify it,
+        cut off a torn last line, and return a recorder that appends to it, with what it
+        holds. The locks are held until :meth:`close`. With ``session`` (``(session id,
+        turn)``) the journal must have been written for that turn of that session. Raises
+        :class:`~primer.harness.durable.journal.CheckpointError` for a bad file, another
+        run's journal (:func:`bound_to_its_run`) or another turn's, before any lock file is
+        made beside it (it is read once unlocked, then again under the locks).
         """
         path = Path(path)
         key = checkpoint_key(path.parent)
-        read_journal(path, key)  # a file that is no journal is refused before any lock file
+        # a file that is no journal, or another run's, is refused before any lock file
+        journal_id = bound_to_its_run(read_journal(path, key), session)
         handle = lock(path)
+        run_handle = None
         try:
+            run_handle = None if journal_id is None else lock(anchor_path(journal_id))
             journal = read_journal(path, key)
+            if journal.header.get("journal_id") != journal_id:
+                raise CheckpointError(f"{path}: the file was replaced while it was opened. "
+                                      f"Nothing was run.")
             if journal.size < path.stat().st_size:
                 os.truncate(path, journal.size)  # the torn line goes before anything follows
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except BaseException:
+            unlock(run_handle)
             unlock(handle)
             raise
         rec = cls(path.parent, scenario=journal.header.get("scenario"))
         rec.path, rec._fd, rec._lock, rec._key, rec._mac = path, fd, handle, key, journal.mac
+        rec._run_lock = run_handle
         rec.status, rec._size = journal.status, journal.size
         rec._journal_id = journal.header.get("journal_id")
         steps = journal.state["steps"]
@@ -212,6 +225,8 @@ class JournalRecorder:
             os.close(fd)
         handle, self._lock = self._lock, None
         unlock(handle)
+        run_handle, self._run_lock = self._run_lock, None
+        unlock(run_handle)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -249,8 +264,8 @@ class JournalRecorder:
         :mod:`primer.harness.durable.keystore`). Best effort: a key directory that cannot be written
         costs the check of a cut-off end, not the run."""
         if self._journal_id is not None and self.path is not None:
-            if self._anchor_path is None:  # (resolved once: the journal does not move)
-                self._anchor_path = anchor_path(self.path, self._journal_id)
+            if self._anchor_path is None:  # (resolved once)
+                self._anchor_path = anchor_path(self._journal_id)
             with contextlib.suppress(OSError):
                 write_anchor(self._anchor_path, self._size, self._mac)
 
@@ -293,12 +308,20 @@ class JournalRecorder:
                       "tools": state.inputs.tool_defs}
             if self.scenario:
                 header["scenario"] = self.scenario
+            if self.session is not None:
+                header["session"] = {"id": self.session[0], "turn": self.session[1]}
             data, self._mac = signed_lines([header, snapshot, record], self._key,
                                            FORMAT_NAME.encode())
             self._size = len(data)
             return data
 
-        self.path, self._fd, self._lock = create_journal(self.directory, lines_for)
+        self._run_lock = lock(anchor_path(self._journal_id))  # before any copy can exist
+        try:
+            self.path, self._fd, self._lock = create_journal(self.directory, lines_for)
+        except BaseException:
+            run_lock, self._run_lock = self._run_lock, None
+            unlock(run_lock)
+            raise
         self._anchor()
 
 
@@ -323,7 +346,11 @@ def lock(path: Path) -> int | None:
     """Take the lock of :func:`locked` and return its handle (for :func:`unlock`)."""
     if fcntl is None:  # pragma: no cover
         return None
-    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # (an anchor's lock, before the first anchor was written)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
@@ -332,6 +359,35 @@ def unlock(handle: int | None) -> None:
     """Release a lock taken by :func:`lock`."""
     if handle is not None:
         os.close(handle)  # closing the descriptor releases the flock
+
+
+def bound_to_its_run(journal: Journal, session: tuple[str, int] | None = None) -> str | None:
+    """The ``journal_id`` of ``journal`` (``None`` for a journal written before journals had
+    ids), once it is shown to be at its own run's name (``run-001.jsonl`` holds run
+    ``run-001``) and, with ``session`` (``(session id, turn)``), to have been written for
+    that turn of that session (its signed header says so). Raises :class:`CheckpointError`
+    for a journal of another run put in its place (a swap), or another session's or turn's:
+    continuing it there would carry out that run's calls as this one's."""
+    if session is not None:
+        owner = journal.header.get("session")
+        wanted = {"id": session[0], "turn": session[1]}
+        if owner != wanted:
+            whose = (f"turn {owner['turn']} of session {owner['id']}" if owner
+                     else "no session")
+            raise CheckpointError(
+                f"{journal.path}: the journal of run {journal.run_id} belongs to {whose}, not "
+                f"to turn {session[1]} of session {session[0]}: a turn record can only point "
+                f"at its own turn's journal (the store's record was changed). Nothing was "
+                f"run.")
+    expected = f"{journal.run_id}.jsonl"
+    if journal.path.name != expected:
+        raise CheckpointError(
+            f"{journal.path}: this file holds the journal of run {journal.run_id}, not of a "
+            f"run named {journal.path.stem}: a journal resumes only as the run it belongs to. "
+            f"If it is a copy of that run's journal kept on purpose, name it {expected}. "
+            f"Nothing was run.")
+    journal_id = journal.header.get("journal_id")
+    return journal_id if isinstance(journal_id, str) else None
 
 
 def directory_problem(directory: Path) -> str | None:

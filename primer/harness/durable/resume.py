@@ -75,7 +75,8 @@ from .recorder import JournalRecorder
 def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = (), *,
            on_event: EventSink | None = None,
            hooks: Hooks | Iterable[Hooks] | None = None,
-           cancel: CancelSignal | None = None, now: datetime | None = None) -> AgentResult:
+           cancel: CancelSignal | None = None, now: datetime | None = None,
+           session: tuple[str, int] | None = None) -> AgentResult:
     """Continue the run recorded at ``path`` with model ``llm`` and the run's ``tools``.
 
     Decided calls of the paused reply run (approved ones with exactly the approved input,
@@ -89,6 +90,9 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
     an approved call's input defeats the approval, so do not). An approval past its
     ``expires_at`` is refused: judged at ``now`` (an aware datetime; default the current UTC
     time), a call that has not started yet does not run, and the person may decide again.
+    With ``session`` (``(session id, turn)``, as a session's turn passes it) only a journal
+    written for that turn is resumed. A journal resumes only as its own run: one put at
+    another run's name, or an older copy of a run that went on, is refused.
 
     Raises :class:`~primer.harness.durable.journal.CheckpointError` for a bad journal, or when a
     call to run names a tool that ``tools`` lacks (resume with the tools the run started
@@ -98,7 +102,7 @@ def resume(path: str | Path, llm: LLM, tools: ToolRegistry | Iterable[Tool] = ()
     """
     if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
         raise ValueError(f"now must be a timezone-aware datetime (UTC), not {now!r}")
-    recorder, journal = JournalRecorder.reopen(path)
+    recorder, journal = JournalRecorder.reopen(path, session=session)
     try:
         state = _state_of(journal, recorder, llm, tools, on_event, hooks, cancel)
         if journal.status == "finished":
