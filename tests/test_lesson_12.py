@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from primer.harness.context_editing import CLEARED_MARK, ClearToolResults
 from primer.harness.production import run_production
 from primer.harness.sub_agents import sub_agent_tool
 from primer.harness.summaries import extractive_summary
@@ -90,3 +91,13 @@ def test_the_quiz_takes_the_childs_tokens_from_the_parents_total_as_the_library_
     assert {w.value for w in q.wrong} == {parent.usage.total_tokens,
                                           parent.usage.total_tokens + child.usage.total_tokens}
     assert sum(s.usage.total_tokens for s in parent.steps) == 681
+
+
+def test_clearing_old_results_saves_13376_of_the_33364_input_tokens_and_the_run_finishes():
+    cleared = run_production(reader(), "Read the report.", [read_page],
+                             config=AgentConfig(**LIMITS, context_editor=ClearToolResults(2)))
+    assert cleared.stop_cause is StopCause.END_TURN
+    assert cleared.usage.input_tokens == 19_988 and 33_364 - 19_988 == 13_376
+    assert round(13_376 / 33_364, 2) == 0.40
+    assert cleared.messages[2]["content"][0]["content"].startswith(
+        f"{CLEARED_MARK} The result of read_page({{\"n\": 1}}) (tool_use id toolu_01_2")
