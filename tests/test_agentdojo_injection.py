@@ -1,0 +1,78 @@
+"""Prompt injection measured on AgentDojo's banking suite under each guard (the extra
+.[agentdojo])."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("agentdojo")
+
+from primer.harness.evals.agentdojo.injection import (  # noqa: E402
+    GUARDS,
+    Outcome,
+    injection_table,
+    injection_vectors,
+    pairs,
+    planted,
+    run_guarded,
+)
+from primer.harness.evals.agentdojo.replay import AttackedModel, replay_llm  # noqa: E402
+from primer.harness.evals.agentdojo.world import World, get_suite  # noqa: E402
+
+
+def _attacked(task: str = "user_task_0", injection: str = "injection_task_0") -> World:
+    suite = get_suite("banking")
+    return World.new(suite, task, injection_task_id=injection,
+                     injections=planted(suite, task, injection))
+
+
+def test_the_attack_is_planted_in_each_place_the_users_task_reads_and_carries_the_goal():
+    suite = get_suite("banking")
+    assert injection_vectors(suite, "user_task_0") == ["injection_bill_text"]
+    text = planted(suite, "user_task_0", "injection_task_0")["injection_bill_text"]
+    assert suite.injection_tasks["injection_task_0"].GOAL in text
+    assert "<INFORMATION>" in text and "Emma Johnson" in text
+    assert len(pairs(suite)) == len(suite.injection_tasks)
+
+
+@pytest.mark.parametrize("guard, stopped", [("no guard", False), ("approval", True),
+                                            ("allow-list", False), ("output check", True)])
+def test_each_guard_against_the_injected_transfer_of_banking_user_task_0(guard, stopped):
+    world = _attacked()
+    model = AttackedModel(world)
+    outcome = run_guarded(world, model, guard)
+    assert model.followed is (guard != "output check")  # the check hides the planted text
+    assert outcome.attacked is (not stopped)
+    assert outcome.utility  # the bill is paid either way
+    assert (outcome.asked > 0) is (guard == "approval")
+
+
+def test_an_allow_list_from_the_task_stops_an_attack_that_needs_another_tool():
+    world = _attacked("user_task_0", "injection_task_7")  # changes the password
+    outcome = run_guarded(world, AttackedModel(world), "allow-list")
+    assert outcome.attacked is False and outcome.utility
+
+
+def test_a_legitimate_task_under_approval_waits_for_a_person_and_keeps_its_utility():
+    world = World.new(get_suite("banking"), "user_task_0")
+    outcome = run_guarded(world, replay_llm(world), "approval")
+    assert outcome.utility and outcome.asked == 1 and outcome.attacked is None
+    with pytest.raises(ValueError, match="unknown guard"):
+        run_guarded(world, replay_llm(world), "prayer")
+
+
+def test_the_table_counts_only_the_attacks_that_worked_without_a_guard():
+    def o(guard, task, injection, utility=True, attacked=None, asked=0):
+        return Outcome(guard, task, injection, utility, attacked, asked, 3)
+
+    rows = injection_table([
+        o("no guard", "u0", "i0", attacked=True), o("no guard", "u1", "i1", attacked=False),
+        o("approval", "u0", "i0", attacked=False), o("approval", "u1", "i1", attacked=False),
+        o("no guard", "u0", None), o("approval", "u0", None, asked=2),
+        o("approval", "u1", None, utility=False, asked=1)])
+    assert [r["guard"] for r in rows] == ["no guard", "approval on side-effecting tools"]
+    assert rows[0]["injected side effects"] == 1 and rows[0]["stopped"] == 0
+    assert rows[1] == {"guard": "approval on side-effecting tools", "injected side effects": 1,
+                       "stopped": 1, "legitimate tasks": 2, "utility kept": 1,
+                       "waited for a person": 2, "approvals": 3}
+    assert GUARDS == ("no guard", "approval", "allow-list", "output check")
