@@ -190,17 +190,17 @@ def test_resuming_a_finished_checkpoint_twice_runs_nothing_twice(tmp_path):
     assert (second.stop_cause, second.final_text) == (first.stop_cause, first.final_text)
 
 
-def test_a_stale_copy_of_an_approved_checkpoint_resends_the_same_key_so_the_world_dedupes(
-        tmp_path):
+def test_a_stale_copy_of_an_approved_checkpoint_is_refused_after_the_run_went_on(tmp_path):
     world = World()
     paused = start(world, tmp_path)
     approve(paused.checkpoint, "toolu_pay")
-    stale = tmp_path / "copy.jsonl"
+    (tmp_path / "copy").mkdir()
+    stale = tmp_path / "copy" / Path(paused.checkpoint).name
     stale.write_bytes(Path(paused.checkpoint).read_bytes())
     resume(paused.checkpoint, ScriptedLLM(payer), world.tools)
-    resume(stale, ScriptedLLM(payer), world.tools)
-    assert world.keys == [idempotency_key("toolu_pay")] * 2
-    assert len(world.paid) == 1
+    with pytest.raises(CheckpointError, match="older copy of run run-001"):
+        resume(stale, ScriptedLLM(payer), world.tools)
+    assert world.keys == [idempotency_key("toolu_pay")]
 
 
 def records(path: str | Path) -> list[dict]:
@@ -217,7 +217,7 @@ def resign(path: str | Path, edit) -> None:
     edit(rows)
     data, _ = signed_lines(rows, checkpoint_key(Path(path).parent), b"primer-checkpoint")
     Path(path).write_bytes(data)
-    forget_anchor(Path(path), rows[0]["journal_id"])  # a rewritten file: read as from elsewhere
+    forget_anchor(rows[0]["journal_id"])  # a rewritten file: read as from elsewhere
 
 
 def crash_after(path: str | Path, predicate) -> None:
@@ -229,7 +229,7 @@ def crash_after(path: str | Path, predicate) -> None:
             break
     Path(path).write_text("".join(kept))
     # a real crash there leaves the journal's anchor no further than its last line
-    forget_anchor(Path(path), json.loads(kept[0])["journal_id"])
+    forget_anchor(json.loads(kept[0])["journal_id"])
 
 
 def run_to_the_end(world, tmp_path):

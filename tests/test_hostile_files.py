@@ -130,7 +130,7 @@ def resigned(path: Path, edit) -> None:
                for line in path.read_text().splitlines()]
     data, _ = signed_lines(edit(records), checkpoint_key(path.parent), FORMAT_NAME.encode())
     path.write_bytes(data)
-    forget_anchor(path, records[0]["journal_id"])  # rewritten: read as a journal from elsewhere
+    forget_anchor(records[0]["journal_id"])  # rewritten: read as a journal from elsewhere
 
 
 def _edit_line(records, kind, change):
@@ -243,12 +243,19 @@ def test_an_older_copy_put_back_in_place_of_a_journal_is_refused(paused, tmp_pat
     assert "ends before its last line that was on disk" in err and refunds_paid(paused) == 0
 
 
-def test_a_copy_of_a_journal_elsewhere_is_read_with_a_note_that_its_end_is_unchecked(paused,
-                                                                                     tmp_path):
-    copy = tmp_path / "copy.jsonl"
+def test_a_copy_of_a_journal_elsewhere_is_held_to_the_same_anchor(paused, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    copy = tmp_path / "elsewhere" / paused.name
+    copy.write_text("".join(_lines(paused)[:-1]))
+    with pytest.raises(CheckpointError, match="ends before its last line that was on disk"):
+        read_journal(copy)
     copy.write_bytes(paused.read_bytes())
-    assert any("cut-off end could not be noticed" in n for n in read_journal(copy).notes)
-    assert read_journal(paused).notes == []
+    assert read_journal(copy).notes == [] and read_journal(paused).notes == []
+
+
+def test_a_journal_whose_anchor_is_gone_is_read_with_a_note_that_its_end_is_unchecked(paused):
+    forget_anchor(read_journal(paused).header["journal_id"])
+    assert any("cut-off end could not be noticed" in n for n in read_journal(paused).notes)
 
 
 def test_a_crash_after_a_line_but_before_its_anchor_is_still_read(paused):
@@ -258,7 +265,7 @@ def test_a_crash_after_a_line_but_before_its_anchor_is_still_read(paused):
     header = json.loads(_lines(paused)[0][: _lines(paused)[0].rindex(', "mac"')] + "}")
     before = sum(len(line.encode()) for line in _lines(paused)[:-1])
     previous_mac = _lines(paused)[-2].rsplit('"mac": "', 1)[1][:64].encode()
-    write_anchor(anchor_path(paused, header["journal_id"]), before, previous_mac)
+    write_anchor(anchor_path(header["journal_id"]), before, previous_mac)
     assert read_journal(paused).size == journal.size
 
 

@@ -143,7 +143,7 @@ def test_a_torn_last_line_is_dropped_with_a_note_and_the_run_resumes_from_before
     path = Path(result.checkpoint)
     kept = b"".join(lines(path)[:6])  # header, state, started, done, results, started
     path.write_bytes(kept + b'{"type": "done", "tool_use_id": "tool')  # killed mid-write
-    forget_anchor(path, json.loads(kept.split(b"\n")[0])["journal_id"])  # (as the kill left it)
+    forget_anchor(json.loads(kept.split(b"\n")[0])["journal_id"])  # (as the kill left it)
     journal = read_journal(path)
     assert journal.notes and "line 7 is torn" in journal.notes[0]
     assert journal.calls["toolu_2"].state == "started"

@@ -60,13 +60,16 @@ def run_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (
                    hooks: Hooks | Iterable[Hooks] | None = None,
                    output_model: type[pydantic.BaseModel] | None = None,
                    scenario: str | None = None, cancel: CancelSignal | None = None,
-                   messages: Sequence[Message] | None = None) -> AgentResult:
+                   messages: Sequence[Message] | None = None,
+                   session: tuple[str, int] | None = None) -> AgentResult:
     """:func:`~primer.loop.loop.run_agent` with the production harness plugged in.
 
     Arguments as for ``run_agent``, plus ``trace`` (a file path: every event recorded there
     as JSON Lines while the run goes; a streaming model's deltas go to ``on_event`` only),
     ``hooks`` (a :class:`~primer.harness.hooks.Hooks` or a list: before and after each tool
-    call, after each model reply) and ``scenario`` (the demo's name, kept in a checkpoint).
+    call, after each model reply), ``scenario`` (the demo's name, kept in a checkpoint) and
+    ``session`` (``(session id, turn)``: signed into the checkpoint, so only that turn resumes
+    it).
     ``config.tool_timeout_s``, ``tool_retries`` and ``checkpoint_dir`` take effect here (the
     core loop has no time limits, tool retries or journal).
 
@@ -80,7 +83,7 @@ def run_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (
     state, writer = start_production(llm, task, tools, system=system, config=config,
                                      on_event=on_event, trace=trace, hooks=hooks,
                                      output_model=output_model, scenario=scenario,
-                                     cancel=cancel, messages=messages)
+                                     cancel=cancel, messages=messages, session=session)
     try:
         with running(state):  # the current run, for tools that spend (sub-agents)
             return drive(state, continue_run(state))
@@ -96,7 +99,8 @@ def start_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] =
                      hooks: Hooks | Iterable[Hooks] | None = None,
                      output_model: type[pydantic.BaseModel] | None = None,
                      scenario: str | None = None, cancel: CancelSignal | None = None,
-                     messages: Sequence[Message] | None = None
+                     messages: Sequence[Message] | None = None,
+                     session: tuple[str, int] | None = None
                      ) -> tuple[RunState, TraceWriter | None]:
     """A new production run's state and its trace writer (``None`` without ``trace``; the
     caller closes it): what the harness adds, one seam a line. Arguments as for
@@ -111,7 +115,8 @@ def start_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] =
         runner=ToolRunner.from_config(registry, config, hook_list),  # limits, retries, hooks
         on_event=writer or on_event,                                 # the trace
         on_delta=on_event,                                           # deltas: the caller only
-        recorder=(JournalRecorder(Path(config.checkpoint_dir), scenario=scenario)
+        recorder=(JournalRecorder(Path(config.checkpoint_dir), scenario=scenario,
+                                  session=session)
                   if config.checkpoint_dir is not None else None),   # the checkpoint journal
         block_check=block_problem)                                   # the API's block types
     if hook_list:                                                    # after_reply hooks

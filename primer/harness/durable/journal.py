@@ -176,8 +176,9 @@ def signed_lines(records: list[dict[str, Any]], key: bytes,
     return b"".join(out), previous
 
 
-def _verified(line: bytes, key: bytes, previous: bytes) -> tuple[bytes, bytes] | None:
-    """``(body, mac)`` of a correctly signed line, else ``None``."""
+def verified_line(line: bytes, key: bytes, previous: bytes) -> tuple[bytes, bytes] | None:
+    """``(body, mac)`` of a line (without its newline) that :func:`signed_lines` signed with
+    ``key`` after ``previous``, else ``None``."""
     if len(line) <= _MAC_LEN or line[-_MAC_LEN:-66] != _MAC_HEAD or not line.endswith(b'"}'):
         return None
     mac = line[-66:-2]
@@ -372,7 +373,7 @@ def read_journal(path: str | Path, key: bytes | None = None) -> Journal:
     previous = FORMAT_NAME.encode()
     ends: dict[int, bytes] = {}  # byte offset just past each verified line -> its mac
     for n, line in enumerate(lines, start=1):
-        verified = _verified(line, key, previous)
+        verified = verified_line(line, key, previous)
         if verified is None:
             raise CheckpointError(
                 f"{path}, line {n}: the line does not match its signature: the journal was "

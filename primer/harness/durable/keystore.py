@@ -4,22 +4,25 @@
   ``$PRIMER_CHECKPOINT_KEY``, else a key file created with mode 0600 on first use
   (:func:`checkpoint_key`).
 * Each journal's **anchor**: the byte length and signature of its last line that was made
-  durable, kept beside the key file (``anchors/``, one file per journal *at its path*: the
-  journal's random ``journal_id`` and its absolute path, hashed). A signed chain proves no
-  line was edited, reordered or forged, but a file cut short at a line boundary, or put back
-  to an older copy of itself, reads exactly like a crash there. With the anchor, a journal
-  that ends before its last durable line is refused (:func:`read_anchor`;
-  :func:`~primer.harness.durable.journal.read_journal` checks it). A crash cannot cause that: the
-  line is on disk before its anchor is written. A journal read at another path (a copy, a
-  move) or on another machine has no anchor; it is read with a note that a cut-off end could
-  not be noticed there. Whoever can write the key's directory can move the anchor too, as
-  they could sign anything: the key's directory is what must be protected.
+  durable, kept beside the key file (``anchors/``, one file per journal, named by the
+  journal's random ``journal_id``, which its signed header holds: not by its path). A signed
+  chain proves no line was edited, reordered or forged, but a file cut short at a line
+  boundary, or put back to an older copy of itself, reads exactly like a crash there. With
+  the anchor, a journal that ends before its last durable line is refused
+  (:func:`read_anchor`; :func:`~primer.harness.durable.journal.read_journal` checks it),
+  wherever the copy lies: a copy at another path is the same run, held to the same anchor,
+  so an older copy of a run that went on cannot run a side effect again. A crash cannot
+  cause that: the line is on disk before its anchor is written. The anchor's side file
+  (``anchors/.<journal_id>.lock``) is the run's lock, so two copies of one journal are never
+  continued at once. A journal read on another machine has no anchor; it is read with a
+  note that a cut-off end could not be noticed there. Whoever can write the key's directory
+  can move the anchor too, as they could sign anything: the key's directory is what must be
+  protected.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -117,12 +120,13 @@ def new_journal_id() -> str:
     return secrets.token_hex(16)
 
 
-def anchor_path(journal: Path, journal_id: str) -> Path:
-    """Where the anchor of the journal ``journal_id`` at ``journal`` (its path) is kept:
-    ``anchors/`` beside the key file (:func:`key_file_path`)."""
-    where = hashlib.sha256(f"{journal.resolve()}\0{journal_id}".encode(
-        "utf-8", "surrogatepass")).hexdigest()[:32]
-    return key_file_path().parent / "anchors" / where
+def anchor_path(journal_id: str) -> Path:
+    """Where the anchor of the journal ``journal_id`` is kept, whatever path the journal is
+    at: ``anchors/<journal_id>`` beside the key file (:func:`key_file_path`). Raises
+    ``ValueError`` for an id that is not one :func:`new_journal_id` makes."""
+    if not _JOURNAL_ID.fullmatch(journal_id):
+        raise ValueError(f"not a journal id: {journal_id!r}")
+    return key_file_path().parent / "anchors" / journal_id
 
 
 def write_anchor(path: Path, size: int, mac: bytes) -> None:
@@ -145,22 +149,22 @@ def write_anchor(path: Path, size: int, mac: bytes) -> None:
     os.replace(tmp, path)
 
 
-def read_anchor(journal: Path, journal_id: object) -> tuple[int, bytes] | None:
-    """``(size, mac)`` recorded for the journal ``journal_id`` at ``journal``, or ``None``
-    when there is no anchor for it there (or the id is not one this module makes)."""
+def read_anchor(journal_id: object) -> tuple[int, bytes] | None:
+    """``(size, mac)`` recorded for the journal ``journal_id`` (at any path), or ``None``
+    when there is no anchor for it here (or the id is not one this module makes)."""
     if not isinstance(journal_id, str) or not _JOURNAL_ID.fullmatch(journal_id):
         return None
     try:
-        size, mac = read_bounded(anchor_path(journal, journal_id), limit=200).split()
+        size, mac = read_bounded(anchor_path(journal_id), limit=200).split()
         return int(size), mac
     except (UnreadableFile, ValueError):
         return None
 
 
-def forget_anchor(journal: Path, journal_id: str) -> None:
-    """Remove the anchor of the journal ``journal_id`` at ``journal`` (if any): the journal is
-    then read as one from elsewhere, and its next durable line anchors it again. For a
-    journal a person restored from a copy on purpose (and for tests that cut a journal to
-    stand for a crash there)."""
+def forget_anchor(journal_id: str) -> None:
+    """Remove the anchor of the journal ``journal_id`` (if any): every copy of the journal is
+    then read as one from elsewhere, and the next durable line of the one continued anchors
+    it again. For a journal a person restored from a copy on purpose (and for tests that cut
+    a journal to stand for a crash there)."""
     with contextlib.suppress(FileNotFoundError):
-        anchor_path(journal, journal_id).unlink()
+        anchor_path(journal_id).unlink()
