@@ -22,11 +22,16 @@ before the conversation goes on; without a checkpoint nothing of it ran, and the
 tells the model so.
 
 A session with a ``store`` (:class:`primer.harness.sessions.store.SessionStore`, SQLite) is
-saved after every turn and can be loaded again in another process.
+saved after every turn and can be loaded again in another process. Each turn holds the
+store's lock on the session (:meth:`SessionSaver.hold`) from before its first model call until
+it is saved, so two processes never continue one session at once: the second is refused
+before it sends or runs anything. A turn's checkpoint journal is signed with the session's id
+and the turn's number, and :meth:`Session.resume` resumes only that turn's journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -197,10 +202,16 @@ class Turn:
 
 
 class SessionSaver(Protocol):
-    """Where a session is kept; :meth:`Session.send` calls ``save`` after every turn."""
+    """Where a session is kept; :meth:`Session.send` holds ``hold`` around every turn and
+    calls ``save`` after it."""
 
     def save(self, session: Session) -> None:
         """Make the session's messages and turns durable (raises ``SessionError``)."""
+
+    def hold(self, session: Session) -> contextlib.AbstractContextManager[None]:
+        """The session's lock for one turn: taken before anything is sent, released after
+        the save; raises ``SessionError`` (nothing sent) when another process holds it or
+        the stored session went on without this copy."""
 
 
 def new_session_id() -> str:
@@ -227,11 +238,10 @@ class Session:
     caps are attributes: raise one to go on. Raises ``ValueError`` for a cap that is not a
     number above 0 (a whole number for turns and tokens), given here or set later.
 
-    Two copies of one stored session (loaded twice) are one conversation: the store saves
-    a turn only if nothing was saved since this copy was loaded or last saved, else it
-    raises :class:`SessionError` ("load it again"). That check comes after the turn ran,
-    so the refused copy's turn was sent (and paid for) though it is not kept; caps count
-    only what this copy knew of.
+    Two copies of one stored session (loaded twice, in one process or two) are one
+    conversation: a turn starts only while no other copy is in a turn and only if nothing
+    was saved since this copy was loaded or last saved, else :meth:`send` raises
+    :class:`SessionError` ("load it again") before anything is sent or run.
     """
 
     #: Turns the conversation may have (``None``: no cap).
@@ -325,11 +335,13 @@ class Session:
         if cap is not None:
             raise SessionCapReached(self.id, cap, self.caps[cap] or 0, self.spent(cap))
         config = self._turn_config()
-        result = run_production(self.llm, text, self.tools, system=self.system,
-                                config=config,
-                                hooks=self.hooks, on_event=on_event, trace=trace,
-                                output_model=output_model, messages=history.messages)
-        self._record(text, result, history.repaired_ids, self._cap_of(config, result))
+        with self._held():
+            result = run_production(self.llm, text, self.tools, system=self.system,
+                                    config=config,
+                                    hooks=self.hooks, on_event=on_event, trace=trace,
+                                    output_model=output_model, messages=history.messages,
+                                    session=(self.id, len(self.turns) + 1))
+            self._record(text, result, history.repaired_ids, self._cap_of(config, result))
         return result
 
     def resume(self, *, on_event: EventSink | None = None) -> AgentResult:
@@ -340,9 +352,11 @@ class Session:
         turn's record. It is the same turn, so ``max_turns`` does not count it again, and it
         runs with the budgets it started with, already cut to what the caps left then.
 
-        Raises :class:`SessionError` when the last turn is not paused with a checkpoint, and
+        Raises :class:`SessionError` when the last turn is not paused with a checkpoint, or
+        another process is continuing the session, and
         :class:`~primer.harness.durable.keystore.CheckpointError` for an unusable
-        checkpoint.
+        checkpoint, or one that is not this session's turn's (its signed header names the
+        session and turn it was written for).
         """
         from primer.harness.durable.checkpoint import resume
 
@@ -351,14 +365,19 @@ class Session:
         if last is None or not paused or not last.checkpoint:
             raise SessionError(f"session {self.id}: the last turn is not paused with a "
                                f"checkpoint; there is nothing to resume")
-        result = resume(last.checkpoint, self.llm, self.tools, on_event=on_event,
-                        hooks=self.hooks)
-        self.turns.pop()
-        started_with = self._turn_config(
-            last.session_usage.total_tokens - last.usage.total_tokens,
-            last.session_cost_usd - last.cost_usd)
-        self._record(last.task, result, last.repaired, self._cap_of(started_with, result))
+        with self._held():
+            result = resume(last.checkpoint, self.llm, self.tools, on_event=on_event,
+                            hooks=self.hooks, session=(self.id, last.index))
+            self.turns.pop()
+            started_with = self._turn_config(
+                last.session_usage.total_tokens - last.usage.total_tokens,
+                last.session_cost_usd - last.cost_usd)
+            self._record(last.task, result, last.repaired, self._cap_of(started_with, result))
         return result
+
+    def _held(self) -> contextlib.AbstractContextManager[None]:
+        """The store's lock on this session for one turn (none for a session in memory)."""
+        return self.store.hold(self) if self.store is not None else contextlib.nullcontext()
 
     def _turn_config(self, tokens_used: int | None = None,
                      usd_used: float | None = None) -> AgentConfig:

@@ -29,6 +29,19 @@ signed). A save appends only what is new: the messages from the first one that c
 A store of schema version 1 (no ``caps`` column) gets the column, every cap ``null``, when
 a :class:`SessionStore` opens it; read only, its sessions have no caps. A store of version
 2 without the column is damaged.
+
+What the store refuses. A file holding any object the store did not make (a trigger, a view,
+an index or a table of its own: SQLite runs a planted trigger on every save) is refused
+before anything is read or written (:data:`OBJECTS`), and so is a session id that is not a
+plain name (:data:`SESSION_ID`), wherever one is given.
+
+One process at a time. A turn (:meth:`Session.send`, :meth:`Session.resume`) holds the
+session's lock (:meth:`SessionStore.hold`: an exclusive ``flock`` on
+``.session-locks/<id>.lock`` beside the file, dropped by the OS if the process dies) from
+before its first model call until its turn is saved. A second process (or a second copy in
+this one) that tries meanwhile is refused at once, and one that comes after a turn it has not
+seen is refused too: either way before it sends or runs anything, so no tool's side effect
+happens outside a saved history.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import os
 import re
 import sqlite3
 import time
@@ -64,8 +78,22 @@ SCHEMA_VERSION = 2
 TABLES = frozenset({"sessions", "messages", "turns"})
 #: Seconds a save waits for another process that holds the file's write lock.
 BUSY_TIMEOUT_S = 10.0
-#: What a session id may be: letters, digits and ``._:@-``, at most 128 characters.
-SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: What a session id may be: a plain name of letters, digits and ``._:@-``, starting with a
+#: letter or digit, at most 128 characters (never a path: no ``/``, ``\\`` or ``..``).
+SESSION_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+#: Every object of a session store's file, as ``(type, name)`` in ``sqlite_master``: the
+#: tables and the indexes SQLite makes for their primary keys. Anything else is refused.
+OBJECTS = frozenset({("table", "sessions"), ("table", "messages"), ("table", "turns"),
+                     ("index", "sqlite_autoindex_sessions_1"),
+                     ("index", "sqlite_autoindex_messages_1"),
+                     ("index", "sqlite_autoindex_turns_1")})
+#: The directory beside the store's file that holds one lock file per session being continued.
+LOCKS = ".session-locks"
+
+try:  # POSIX: one process at a time per session
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
 
 #: The ``caps`` of a session without caps: every cap named, each ``null``.
 NO_CAPS = json.dumps(dict.fromkeys(SESSION_CAPS))
@@ -239,7 +267,7 @@ class SessionStore:
         an unknown id or a stored session that cannot be read back (see :meth:`read`);
         nothing is sent to ``llm`` then.
         """
-        stored = self.read(session_id)
+        stored = self.read(session_id)  # (checks the id)
         given = {"max_turns": max_turns, "max_tokens_total": max_tokens_total,
                  "max_cost_usd": max_cost_usd}
         caps = {name: stored.caps.get(name) if value is _Stored.CAP else value
@@ -260,6 +288,7 @@ class SessionStore:
         a time that is not seconds since the epoch, or a history the Messages API would
         refuse (:func:`~primer.harness.request_check.messages_problems`).
         """
+        _check_id(session_id)
         with self._db() as db:
             return _read(db, self.path, session_id)
 
@@ -269,7 +298,9 @@ class SessionStore:
             return _list(db)
 
     def delete(self, session_id: str) -> bool:
-        """Remove a session and everything stored with it; ``False`` if there was none."""
+        """Remove a session and everything stored with it; ``False`` if there was none.
+        Raises :class:`SessionError` for an id that is not of the form :data:`SESSION_ID`."""
+        _check_id(session_id)
         with self._db() as db:
             db.execute("PRAGMA foreign_keys = ON")
             gone = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
@@ -303,17 +334,8 @@ class SessionStore:
                    for t in session.turns[first_turn:]]
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
-            stored = db.execute("SELECT COUNT(*) FROM turns WHERE session_id = ?",
-                                (session.id,)).fetchone()[0]
-            stored_messages = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?",
-                                         (session.id,)).fetchone()[0]
-            if (stored, stored_messages) != (saved_turns, len(saved)):
-                raise SessionError(
-                    f"session {session.id!r}: the session changed since it was loaded; load "
-                    f"it again. It has {stored} turns and {stored_messages} messages in "
-                    f"{self.path}, not the {saved_turns} and {len(saved)} this copy loaded "
-                    f"or saved: another process, or another copy loaded from the store, "
-                    f"went on with it. This turn was not saved.")
+            _check_unchanged(db, self.path, session, len(saved), saved_turns,
+                             "This turn was not saved.")
             db.execute("DELETE FROM messages WHERE session_id = ? AND position >= ?",
                        (session.id, start))
             db.executemany("INSERT INTO messages VALUES (?, ?, ?)", rows)
@@ -321,6 +343,66 @@ class SessionStore:
             db.execute("UPDATE sessions SET updated_at = ?, caps = ? WHERE id = ?",
                        (self.clock(), json.dumps(session.caps), session.id))
         self._saved[session] = (list(session.messages), len(session.turns))
+
+    @contextlib.contextmanager
+    def hold(self, session: Session) -> Iterator[None]:
+        """Hold ``session``'s lock while its turn runs and is saved (see the module
+        docstring): taken at once or not at all, and only by a copy that has seen every turn
+        stored. Raises :class:`SessionError`, before anything is sent, when another process
+        or copy holds it, when the stored session went on since this copy was loaded or
+        saved, or when the session is not this store's."""
+        _check_id(session.id)
+        saved, saved_turns = self._saved.get(session, ([], None))
+        if saved_turns is None:
+            raise SessionError(f"session {session.id!r} was not created or loaded by this "
+                               f"store ({self.path}); use store.new() or store.load()")
+        handle = _take_lock(self.directory / LOCKS / f"{session.id}.lock", session.id)
+        try:
+            with self._db() as db:
+                _check_unchanged(db, self.path, session, len(saved), saved_turns,
+                                 "Nothing was sent.")
+            yield
+        finally:
+            if handle is not None:
+                os.close(handle)  # closing the descriptor releases the flock
+
+
+def _take_lock(path: Path, session_id: str) -> int | None:
+    """The exclusive lock at ``path`` for ``session_id``, taken without waiting (``None``
+    without ``fcntl``); :class:`SessionError` when another process or copy holds it."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    try:
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise SessionError(f"session {session_id!r}: cannot make its lock file {path} "
+                           f"({e.strerror or e}); nothing was sent") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SessionError(f"session {session_id!r} is being continued by another process "
+                           f"(or another copy of it here); nothing was sent. Wait for that "
+                           f"turn to end, then load the session again.") from None
+    return fd
+
+
+def _check_unchanged(db: sqlite3.Connection, path: Path, session: Session, messages: int,
+                     turns: int, what_happened: str) -> None:
+    """:class:`SessionError` when the store holds other than the ``turns`` turns and
+    ``messages`` messages this copy of ``session`` loaded or saved."""
+    stored = db.execute("SELECT COUNT(*) FROM turns WHERE session_id = ?",
+                        (session.id,)).fetchone()[0]
+    stored_messages = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?",
+                                 (session.id,)).fetchone()[0]
+    if (stored, stored_messages) != (turns, messages):
+        raise SessionError(
+            f"session {session.id!r}: the session changed since it was loaded; load "
+            f"it again. It has {stored} turns and {stored_messages} messages in "
+            f"{path}, not the {turns} and {messages} this copy loaded "
+            f"or saved: another process, or another copy loaded from the store, "
+            f"went on with it. {what_happened}")
 
 
 def _first_changed(saved: Sequence[Message], now: Sequence[Message]) -> int:
@@ -334,8 +416,9 @@ def _first_changed(saved: Sequence[Message], now: Sequence[Message]) -> int:
 
 def _check_id(session_id: Any) -> None:
     if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
-        raise SessionError(f"session id {session_id!r}: use 1-128 letters, digits and ._:@-, "
-                           f"starting with a letter or digit")
+        raise SessionError(f"session id {safe_repr(session_id)}: a session id is a plain "
+                           f"name: use 1-128 letters, digits and ._:@- (no '..'), starting "
+                           f"with a letter or digit")
 
 
 @contextlib.contextmanager
@@ -367,6 +450,7 @@ def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connect
             raise SessionError(f"{path} was written by a newer primer (schema version "
                                f"{version}; this one reads up to {SCHEMA_VERSION}); upgrade "
                                f"primer to use it")
+        _check_objects(db, path)
         try:
             yield db
             if db.in_transaction:
@@ -379,6 +463,20 @@ def _connect(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connect
         raise SessionError(f"the session store {path} cannot be used: {e}") from None
     finally:
         db.close()
+
+
+def _check_objects(db: sqlite3.Connection, path: Path) -> None:
+    """:class:`SessionError` for a store holding an object it did not make (a trigger, a
+    view, another index or table: see :data:`OBJECTS`), before anything is read or written."""
+    found = {(kind, name) for kind, name in db.execute("SELECT type, name FROM sqlite_master")}
+    foreign = sorted(found - OBJECTS, key=lambda o: (str(o[0]), str(o[1])))
+    if foreign:
+        kind, name = foreign[0]
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise SessionError(f"{path} holds a {kind} named {safe_repr(name)}{more} "
+                           f"that a session store does not make: the file was changed "
+                           f"outside primer; nothing was read or written. Remove it (or use "
+                           f"a store made by primer)")
 
 
 def _has_caps(db: sqlite3.Connection) -> bool:
