@@ -55,6 +55,9 @@ GALLERY = {
     "finds_the_checker_in_memory.py": (None, r"^returned stop_cause 'end_turn' without "
                                              r"calling the model"),
     "mutates_definitions.py": (None, r"pass tools\.definitions, unchanged"),
+    "retries_a_wrong_model_call.py": (None, r"in this exercise the model is called as "
+                                            r"model\(messages, tool_definitions\)|not run: "
+                                            r"fix how the loop is called first"),
     # which thread is first to the pipe is a race, so which failure is too
     "steals_replies.py": (SHORT_S, r"."),
     "calls_after_returning.py": (None, r"."),
@@ -190,3 +193,13 @@ def _our_children() -> list[int]:
 def test_no_child_outlives_a_check():
     check_loop_file(HOSTILE / "spins.py", behaviours=SAMPLE[:1], time_limit_s=SHORT_S)
     assert _our_children() == []
+
+
+@pytest.mark.parametrize("name, says", [
+    ("aborts.py", "the process was killed by SIGABRT before the loop returned"),
+    ("exits_with_os_exit.py", "the process exited with code 0 before the loop returned"),
+])
+def test_without_waitid_an_exit_or_a_crash_is_still_named(monkeypatch, name, says):
+    monkeypatch.delattr(os, "WNOWAIT")  # as on macOS before Python 3.13
+    report = check_loop_file(HOSTILE / name, behaviours=SAMPLE[:1])
+    assert report.results[0].detail.startswith(says)

@@ -13,6 +13,7 @@ loaded.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
     limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
     if not limit > 0:
         print("check-loop: --time-limit must be a positive number of seconds",
+              file=sys.stderr)
+        return USAGE_ERROR
+    if os.name != "posix":
+        print("check-loop: runs your file in a separate process, which needs Linux or macOS "
+              "(on Windows, use WSL); in a notebook, check_loop(my_loop) checks it in place",
               file=sys.stderr)
         return USAGE_ERROR
     path, name = split_target(args.target)

@@ -18,7 +18,8 @@ cleanly (returned or raised), as the in-process checker calls one function; a ru
 any other way (a time-out, an exit, a rule the model stops the run for) has the child's
 whole process group killed, and the next behaviour starts a fresh child.
 
-What this does not stop: the child runs as the same user, so code that attacks this process
+It needs a POSIX system (Linux, macOS; on Windows, WSL): process groups and pipes passed by
+number. What this does not stop: the child runs as the same user, so code that attacks this process
 through the operating system (signals to the parent, ``/proc``, ``ptrace``) or starts a
 process in a session of its own is out of reach of a process-group kill. It guards a score
 against a learner's loop, not a machine against malware.
@@ -185,17 +186,24 @@ class Child:
             self._buffer += data
 
     def _exit_status(self) -> str | None:
-        """How the process ended, without reaping it (so its group id stays its own until
-        :meth:`kill`), or ``None`` while it runs."""
-        info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if info is None:
-            return None
-        if info.si_code == os.CLD_EXITED:
-            return f"exited with code {info.si_status}"
+        """How the process ended, without reaping it where the system allows (so its group
+        id stays its own until :meth:`kill`), or ``None`` while it runs."""
+        if hasattr(os, "waitid") and hasattr(os, "WNOWAIT"):
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is None:
+                return None
+            code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        else:  # macOS before Python 3.13: reap it; its group is killed right after
+            polled = self.proc.poll()
+            if polled is None:
+                return None
+            code = polled
+        if code >= 0:
+            return f"exited with code {code}"
         try:
-            name = signal.Signals(info.si_status).name
+            name = signal.Signals(-code).name
         except ValueError:
-            name = f"signal {info.si_status}"
+            name = f"signal {-code}"
         return f"was killed by {name}"
 
     def message(self, deadline: float) -> Any:
