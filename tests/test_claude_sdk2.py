@@ -165,6 +165,9 @@ def test_a_compaction_stop_reason_goes_on_and_its_block_stays_in_the_transcript(
     assert requests[-1].body["messages"][-1] == {"role": "assistant", "content": [block]}
     assert requests[-1].headers["anthropic-beta"] == COMPACTION_BETA
     assert messages_problems(result.messages) == []
+    # the call after it is billed from the block on: a smaller prompt than the one it cut
+    before, after = result.steps[2].usage.input_tokens, result.steps[3].usage.input_tokens
+    assert after < before
 
 
 def test_without_a_pause_the_compaction_block_opens_the_reply_that_answers():

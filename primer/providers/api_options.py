@@ -14,7 +14,9 @@
   block that summarises the conversation; with ``pause_after_compaction`` the reply is that
   block alone, with ``stop_reason`` ``compaction``. In later requests the messages before
   the last ``compaction`` block are dropped (:func:`after_compaction`), as the API drops
-  them, and the block's summary stands in for them.
+  them, and the block's summary stands in for them: the prompt is billed from there. A
+  scripted model cannot read a summary, so it is handed the whole conversation without the
+  compaction blocks (:func:`without_compaction`), as if the summary had kept every fact.
 
 Every malformed option is a :class:`ValueError` whose message the server sends as the API's
 400. Sources: the SDK's request types (``OutputConfigParam``, ``JSONOutputFormatParam``,
@@ -122,6 +124,20 @@ def after_compaction(messages: list[Message]) -> list[Message]:
             head.append({"role": "assistant", "content": rest})
         return [*head, *messages[i + 1:]]
     return messages
+
+
+def without_compaction(messages: list[Message]) -> list[Message]:
+    """``messages`` without their ``compaction`` blocks (a message left empty is dropped):
+    what a scripted model reads. ``messages`` itself when none holds one."""
+    if not any(b.get("type") == "compaction" for m in messages
+               for b in blocks_of(m.get("content", ""))):
+        return messages
+    out: list[Message] = []
+    for m in messages:
+        kept = [b for b in blocks_of(m.get("content", "")) if b.get("type") != "compaction"]
+        if kept:
+            out.append({**m, "content": kept})
+    return out
 
 
 def summary_of(messages: list[Message]) -> str:

@@ -301,7 +301,7 @@ class FakeModelServer:
             schema, edit = api_options.output_config(body), api_options.compaction_edit(body)
         except ValueError as e:
             raise RequestError(400, str(e)) from None
-        reply = self._reply(system, after_compaction(messages), tools, body, edit, schema)
+        reply = self._reply(system, messages, tools, body, edit, schema)
         msg_id = f"msg_fake_{next(self._ids):04d}"
         usage = self._cached_usage(body, system, tools, reply.usage)
         thought = sum(estimate_tokens(b.get("thinking", "")) for b in reply.content
@@ -317,26 +317,30 @@ class FakeModelServer:
                 self._threads[msg_id] = thread
         return wire
 
-    def _reply(self, system: str, seen: list[Message], tools: list[dict[str, Any]],
+    def _reply(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
                body: dict[str, Any], edit: dict[str, Any] | None,
                schema: dict[str, Any] | None) -> Reply:
-        """The model's reply to what it reads (``seen``: after any earlier compaction). With
-        a compaction edit whose trigger the prompt passes, a ``compaction`` block comes first
-        (alone, stop reason ``compaction``, with ``pause_after_compaction``) and the model
-        reads its summary instead; both calls' tokens are billed. With a format, an answer
-        that does not match it fails the call (:mod:`~primer.providers.api_options`)."""
+        """The model's reply. The prompt is billed from the last ``compaction`` block on;
+        with a compaction edit whose trigger that prompt passes, a ``compaction`` block comes
+        first (alone, stop reason ``compaction``, with ``pause_after_compaction``) and both
+        calls' tokens are billed. With a format, an answer that does not match it fails the
+        call. The scripted model reads :func:`~.api_options.without_compaction`."""
         block: Block | None = None
         spent = Usage()
-        prompt = self._prompt_tokens(system, seen, tools)
+        billed = after_compaction(messages)
+        prompt = self._prompt_tokens(system, billed, tools)
         if edit is not None and prompt > api_options.trigger_tokens(edit):
-            summary = api_options.summary_of(seen)
+            summary = api_options.summary_of(billed)
             block = cast(Block, {"type": "compaction", "content": summary})
             spent = Usage(prompt, estimate_tokens(summary))
             if edit.get("pause_after_compaction"):
                 return Reply([block], "compaction", spent)
-            seen = [{"role": "user", "content": [text_block(summary)]}]
-        reply = self.llm(system=system, messages=seen, tools=tools,
-                         max_tokens=int(body["max_tokens"]))
+            billed = [{"role": "user", "content": [text_block(summary)]}]
+        reply = self.llm(system=system, messages=api_options.without_compaction(messages),
+                         tools=tools, max_tokens=int(body["max_tokens"]))
+        if billed is not messages and reply.usage.input_tokens:  # billed as the API reads it
+            reply = replace(reply, usage=replace(
+                reply.usage, input_tokens=self._prompt_tokens(system, billed, tools)))
         if schema is not None and not reply.tool_uses and reply.stop_reason == "end_turn":
             problem = api_options.format_problem(reply.text, schema)
             if problem:
