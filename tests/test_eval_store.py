@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from primer.harness.durable.journal import signed_lines
+from primer.harness.durable.keystore import checkpoint_key
 from primer.harness.evals.results import EvalRow
 from primer.harness.evals.run import run_evals
 from primer.harness.evals.store import EvalResultsError, ResultsFile
@@ -26,13 +28,27 @@ def row(task, trial=0, success=True):
     return EvalRow(task, success, None, [], 1, 10, 5, 0.001, 0.01, "end_turn", trial=trial)
 
 
+def unsigned(line: str) -> dict:
+    """A line of a results file as the dict it holds, its signature left out."""
+    record = json.loads(line)
+    record.pop("mac")
+    return record
+
+
+def write_signed(path: Path, records: list[dict]) -> None:
+    """Write ``records`` as a results file signed with this machine's key: what only a
+    process holding the key can do (a bug in a writer)."""
+    data, _ = signed_lines(records, checkpoint_key(path.parent), b"primer-evals")
+    path.write_bytes(data)
+
+
 def test_each_row_is_on_disk_as_soon_as_it_is_appended(tmp_path):
     store = ResultsFile(tmp_path / "r.jsonl")
     store.start(["a", "b"], 1)
     store.append(row("a"))
     lines = (tmp_path / "r.jsonl").read_text().splitlines()  # read while still open
     assert json.loads(lines[0])["format"] == "primer-evals"
-    assert EvalRow.from_dict(json.loads(lines[1])) == row("a")
+    assert EvalRow.from_dict(unsigned(lines[1])) == row("a")
     store.close()
 
 
@@ -97,8 +113,8 @@ def test_a_bad_line_in_the_middle_is_an_error_naming_it(tmp_path):
     store = ResultsFile(path)
     store.start(["a", "b"], 1)
     store.close()
-    with path.open("a") as f:
-        f.write('{"task": "a"}\n' + json.dumps(row("b").to_dict()) + "\n")
+    header = unsigned(path.read_text())
+    write_signed(path, [header, {"task": "a"}, row("b").to_dict()])
     with pytest.raises(EvalResultsError, match="line 2 is not an eval row"):
         list(ResultsFile(path).rows())
 
@@ -224,8 +240,8 @@ def test_a_wrong_typed_field_is_one_line_naming_the_row_and_field(tmp_path, caps
             "--no-progress"]
     assert main(argv) == 0
     lines = path.read_text().splitlines()
-    bad = json.loads(lines[1]) | {field: value}
-    path.write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n")
+    bad = unsigned(lines[1]) | {field: value}
+    write_signed(path, [unsigned(lines[0]), bad, *map(unsigned, lines[2:])])
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

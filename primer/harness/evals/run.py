@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -68,7 +68,7 @@ from .scorers import (
     scorer_name,
     tool_path,
 )
-from .store import ResultsFile
+from .store import ResultsFile, fingerprint
 
 if TYPE_CHECKING:
     import distributed
@@ -270,7 +270,9 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
     _check_arguments(tasks, repeats, timeout_s)
     names = [t.name for t in tasks]
     store = ResultsFile(results) if results is not None else None
-    done = store.start(names, repeats, resume=resume) if store is not None else set()
+    done = (store.start(names, repeats, resume=resume, suite=suite_fingerprint(tasks),
+                        config=fingerprint((config or AgentConfig()).to_dict()))
+            if store is not None else set())
     own_pool = None if executor is not None else ThreadPoolExecutor(
         max_workers=min(4, len(tasks) * repeats), thread_name_prefix="eval")
     # own_pool is made exactly when no executor is given: one of the two is set
@@ -308,6 +310,27 @@ def run_evals(tasks: Iterable[EvalTask], make_llm: Callable[[EvalTask], LLM], to
         return EvalReport(None, summary, store.path, list(store.notes), order)
     kept.sort(key=lambda r: (order[r.task], r.trial))
     return EvalReport(kept, EvalSummary.of(kept), None, [], order)
+
+
+def suite_fingerprint(tasks: Sequence[EvalTask]) -> str:
+    """The fingerprint (:func:`~primer.harness.evals.store.fingerprint`) of a suite: each
+    task's name, input, system prompt, limits, expected path, scorers (by name, with their
+    settings) and meta, in order. A results file records it, so its rows count only for the
+    suite that wrote them."""
+    def scorer(s: object) -> object:
+        settings = ({f.name: getattr(s, f.name) for f in fields(s)}
+                    if is_dataclass(s) else None)
+        return [scorer_name(s), settings]
+
+    def path(p: ExpectedPath | None) -> object:
+        return sorted(p) if isinstance(p, set | frozenset) else p
+
+    return fingerprint([{"name": t.name, "input": t.input, "system": t.system,
+                         "limits": t.limits, "expected_path": path(t.expected_path),
+                         "ordered": not isinstance(t.expected_path, set | frozenset),
+                         "check": [scorer(c) for c in (t.check if isinstance(t.check, list |
+                                                       tuple) else [t.check])],
+                         "meta": t.meta} for t in tasks])
 
 
 def _check_arguments(tasks: Sequence[EvalTask], repeats: int, timeout_s: float | None) -> None:
