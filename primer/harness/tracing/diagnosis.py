@@ -569,7 +569,8 @@ class _Reading:
         offered = {cast(str, t.get("name")): t for t in self.trace.tools if isinstance(t, dict)}
         if not offered:
             return []
-        checkers = {name: _checker(d) for name, d in offered.items()}  # one per schema
+        checkers: dict[str, Tool | str | None] = {  # one per schema
+            name: _checker(d) for name, d in offered.items()}
         unknown: list[tuple[int, Any]] = []
         unchecked: list[tuple[int, Any, str]] = []
         for s in self.steps:
@@ -580,6 +581,10 @@ class _Reading:
                     unknown.append((s.index, name))
                     continue
                 checker = checkers[name]
+                if isinstance(checker, str):  # refused when built: say so once
+                    self.notes.append(f"the input_schema of {name} cannot be checked "
+                                      f"({checker}); its calls' inputs are not checked")
+                    checkers[name] = checker = None
                 try:
                     problem = checker.input_errors(b.get("input")) if checker else None
                 except Exception as e:  # noqa: BLE001 - e.g. a $ref to nowhere: no evidence
@@ -743,15 +748,15 @@ class _Reading:
         return what_if(self.trace, **setting)
 
 
-def _checker(definition: dict[str, Any]) -> Tool | None:
+def _checker(definition: dict[str, Any]) -> Tool | str:
     """A tool that checks inputs against ``definition``'s ``input_schema`` (built once per
-    definition: building one checks the schema itself), or ``None`` for a schema that
-    cannot be checked (no evidence either way)."""
+    definition: building one checks the schema itself), or why the schema cannot be checked
+    (no evidence either way)."""
     try:
         return Tool(str(definition.get("name")), "", definition.get("input_schema")
                     or {"type": "object"}, lambda **_: None)
-    except Exception:  # noqa: BLE001 - a schema we cannot check is not evidence
-        return None
+    except Exception as e:  # noqa: BLE001 - a schema we cannot check is not evidence
+        return one_line(f"{type(e).__name__}: {e}", 80)
 
 
 # ------------------------------------------------------------ what a result says
