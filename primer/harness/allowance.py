@@ -155,6 +155,15 @@ def current_scope() -> RunScope | None:
     return _CURRENT.get()
 
 
+def cancel_requested() -> bool:
+    """Whether the current run's cancel signal is set (``False`` outside a run): what a tool
+    that waits on something it can stop reads while it waits (a subprocess tool kills its
+    process, an MCP call cancels its request), so a cancel reaches work in flight."""
+    scope = _CURRENT.get()
+    cancel = None if scope is None else scope.state.inputs.cancel
+    return cancel is not None and cancel.is_set()
+
+
 def time_left_s() -> float | None:
     """Seconds the current run has left on its wall clock, or ``None`` (outside a run, or a
     run without ``wall_clock_s``): how long a retry's wait may be without passing it."""

@@ -45,10 +45,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from primer.loop.config import AgentConfig
 from primer.loop.loop import Turns, ask, continue_run
 from primer.loop.messages import Message, ToolUseBlock
-from primer.loop.model import LLM, EventSink, is_async_callable
-from primer.loop.result import AgentResult, cancelled_call
+from primer.loop.model import LLM, CallCancelled, EventSink, is_async_callable
+from primer.loop.result import AgentResult, cancelled_call, cancelled_while_running
 from primer.loop.state import CancelSignal, RunState
-from primer.loop.steps import ModelCall, Raised, ToolCalls, finish_call, start_call
+from primer.loop.steps import (
+    CANCEL_GRACE_S,
+    CANCEL_POLL_S,
+    ModelCall,
+    Raised,
+    StreamWatch,
+    ToolCalls,
+    finish_call,
+    start_call,
+)
 from primer.loop.tools import Tool, ToolExecution, ToolRegistry, is_tool_failure
 
 from .allowance import running
@@ -134,20 +143,38 @@ def run_cancelled(error: BaseException) -> bool:
 async def ask_async(state: RunState, request: dict[str, Any], model_is_async: bool) -> object:
     """One attempt of a model call: an async model awaited here, a sync one on a worker
     thread (its deltas handed back to this event loop's thread); what it raised comes back
-    as :class:`~primer.loop.steps.Raised`, but the cancellation of this task propagates."""
+    as :class:`~primer.loop.steps.Raised`, but the cancellation of this task propagates.
+    A streaming call in a run that can be cancelled (its ``on_delta`` a
+    :class:`~primer.loop.steps.StreamWatch`) is raced against the signal: once it is set,
+    an async model's task is cancelled at once (its stream closed where it waits), a sync
+    model's stream ends at its next delta or is abandoned after
+    :data:`~primer.loop.steps.CANCEL_GRACE_S`; the answer is
+    :class:`~primer.loop.model.CallCancelled` with the text shown."""
     llm = state.inputs.llm
+    sink = request.get("on_delta")
     try:
         if model_is_async:
             raw = llm(**request)
+            if isinstance(sink, StreamWatch) and inspect.isawaitable(raw):
+                return await watched_call(raw, sink.cancel, stop_first=True,
+                                          cancelled=lambda _stopped: Raised(
+                                              CallCancelled(sink.shown)))
             return await raw if inspect.isawaitable(raw) else raw
-        sink = request.get("on_delta")
         if sink is not None:
             loop = asyncio.get_running_loop()
+            check = sink.check if isinstance(sink, StreamWatch) else None
+            show = sink.show if isinstance(sink, StreamWatch) else sink
 
             def threadsafe(kind: str, data: dict[str, Any]) -> None:
-                loop.call_soon_threadsafe(sink, kind, data)
+                if check is not None:
+                    check()  # raised in the model's thread: its stream ends there
+                loop.call_soon_threadsafe(show, kind, data)
 
             request = {**request, "on_delta": threadsafe}
+        if isinstance(sink, StreamWatch):
+            return await watched_call(in_worker(lambda: ask(llm, request)), sink.cancel,
+                                      stop_first=False, cancelled=lambda _stopped: Raised(
+                                          CallCancelled(sink.shown)))
         return await in_worker(lambda: ask(llm, request))
     except (Exception, GeneratorExit) as e:  # noqa: BLE001 - the loop decides what follows
         return Raised(e)
@@ -193,10 +220,61 @@ async def run_call_async(state: RunState, block: ToolUseBlock,
     if inputs.cancel is not None and inputs.cancel.is_set():
         return cancelled_call(state, block)
     if inputs.recorder is None:
-        return await run_tool_async(inputs.runner, block)
+        return await watched_tool(state, block)
     durable = start_call(state, block)
-    execution = await run_tool_async(inputs.runner, block)
+    execution = await watched_tool(state, block)
     return finish_call(state, execution, record or durable)
+
+
+async def watched_tool(state: RunState, block: ToolUseBlock) -> ToolExecution:
+    """:func:`run_tool_async`, and in a run that can be cancelled the same watch as the sync
+    loop's :func:`~primer.loop.steps.run_watched`: an ``async def`` tool still running when
+    the signal is set is cancelled at once (it stops at its next ``await``), a sync one is
+    given :data:`~primer.loop.steps.CANCEL_GRACE_S` to stop by itself (a subprocess tool
+    killed, an MCP request cancelled), then abandoned; either gets a ``cancelled`` result
+    unless it ended with a success."""
+    inputs = state.inputs
+    work = run_tool_async(inputs.runner, block)
+    if inputs.cancel is None:
+        return await work
+    tool = inputs.registry.get(block.get("name"))
+    return await watched_call(
+        work, inputs.cancel, stop_first=tool is not None and tool.is_async,
+        cancelled=lambda stopped: cancelled_while_running(state, block, stopped=stopped))
+
+
+async def watched_call(work: Awaitable[T], cancel: CancelSignal, *, stop_first: bool,
+                       cancelled: Callable[[bool], Any]) -> Any:
+    """``await work`` as a task, reading ``cancel`` every
+    :data:`~primer.loop.steps.CANCEL_POLL_S` seconds. Once it is set: with ``stop_first``
+    the task is cancelled at once, else it is given :data:`~primer.loop.steps.CANCEL_GRACE_S`
+    to end by itself first; then (cancelled) it is given that long again. Returns what the
+    work returned when it ended before the signal, or after it with a tool's success (a
+    value whose ``is_error`` is false), else ``cancelled(stopped)`` (``stopped``: the work
+    ended, rather than being left running on a worker thread). Bound: ``CANCEL_POLL_S + 2 ×
+    CANCEL_GRACE_S`` (0.52 s) after the signal."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            finished, _ = await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+            if finished:
+                return task.result()
+            if cancel.is_set():
+                break
+        if not stop_first:
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+        stopped = task.done()
+        if stopped and not task.cancelled() and task.exception() is None \
+                and getattr(task.result(), "is_error", True) is False:
+            return task.result()  # a tool that finished with a success: kept
+        if not stopped:
+            task.cancel()  # a coroutine stops at its await; a worker's thread runs on
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+            stopped = stop_first and task.done()
+        return cancelled(stopped)
+    except BaseException:
+        task.cancel()
+        raise
 
 
 async def run_tool_async(runner: Callable[[ToolUseBlock], ToolExecution],

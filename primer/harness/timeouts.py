@@ -13,7 +13,8 @@ keeps the limit one of two ways:
   the background. The first such call installs the harness's handler for ``SIGALRM``, which
   acts only while a call is timed; a program that uses ``SIGALRM`` itself (its own handler,
   or a timer of its own armed) keeps it, and its calls go the second way.
-* **On any other thread** (a reply's parallel calls, a server's request thread), and where
+* **On any other thread** (a reply's parallel calls, a server's request thread, every call
+  of a run given a cancel signal: :func:`~primer.loop.steps.run_watched`), and where
   there is no ``SIGALRM`` (Windows), it hands the call to a long-lived daemon worker thread
   and waits for it there, with the limit as the wait's timeout. A thread cannot be stopped:
   at the limit the call is *abandoned*, it may still finish later, side effects included.
@@ -61,6 +62,7 @@ from typing import Any
 
 from primer.loop.tools import ToolError
 
+from .allowance import cancel_requested
 from .retry import ToolTimeout
 from .subprocess_child import run_and_send
 
@@ -297,8 +299,11 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
     hangs while it *waits* (I/O, a lock) releases the GIL and is abandoned at its limit, but
     it may still finish later; run it here if it must really stop.
 
+    While it waits it reads the current run's cancel signal
+    (:func:`~primer.harness.allowance.cancel_requested`): a cancel kills the process at once.
     Raises ``fn``'s own exception if it raised one, :class:`ToolTimeout` on timeout,
-    :class:`~primer.loop.tools.ToolError` if the process died without answering, and
+    :class:`~primer.loop.tools.ToolError` if the process died without answering or was
+    killed for a cancel, and
     ``TypeError`` if ``fn`` or its arguments cannot be sent to the child.
     """
     ctx = multiprocessing.get_context("spawn")
@@ -317,8 +322,10 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
                         f"arguments.") from None
     sender.close()
     try:
-        if not receiver.poll(timeout_s):
+        if not _answered(receiver, timeout_s):
             process.kill()
+            if cancel_requested():
+                raise ToolError("the run was cancelled: the tool's process was killed")
             raise ToolTimeout(timeout_s, stopped=True)
         try:
             ok, value = receiver.recv()
@@ -340,6 +347,22 @@ def run_in_subprocess(fn: Callable[..., Any], /, *args: Any, timeout_s: float,
     if not ok:
         raise value
     return value
+
+
+#: Seconds between two looks at the current run's cancel signal while a child works.
+CANCEL_POLL_S = 0.02
+
+
+def _answered(receiver: Any, timeout_s: float) -> bool:
+    """Whether the child answered within ``timeout_s`` seconds; ``False`` at once when the
+    current run is cancelled (read every :data:`CANCEL_POLL_S`), so a cancel kills it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if receiver.poll(max(0.0, min(left, CANCEL_POLL_S))):
+            return True
+        if left <= 0 or cancel_requested():
+            return False
 
 
 def in_subprocess(fn: Callable[..., Any], timeout_s: float) -> Callable[..., Any]:

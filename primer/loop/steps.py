@@ -11,11 +11,12 @@ which a reply's results join the messages (after every reply, and in a resumed r
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .checks import AFTER_TOOLS, first_stop, wrap_up_room
 from .config import seconds_asked
@@ -31,6 +32,7 @@ from .messages import (
 )
 from .model import (
     MODEL_EVENT_KINDS,
+    CallCancelled,
     EventSink,
     ModelRetriesExhausted,
     PromptTooLong,
@@ -48,10 +50,11 @@ from .result import (
     account_executions,
     answer_unrun,
     cancelled_call,
+    cancelled_while_running,
     finish,
     refusals,
 )
-from .state import RunState, Step, Stop, StopCause
+from .state import CallRunner, CancelSignal, RunState, Step, Stop, StopCause
 from .text import safe_str
 from .tools import ToolExecution, ToolRegistry
 
@@ -115,6 +118,8 @@ def call_model(state: RunState, tools_off: bool = False) -> Waits:
         error = answer.error
         if isinstance(error, ScriptExhausted):
             raise error
+        if isinstance(error, CallCancelled):
+            return stream_cancelled(state, error, failed)
         if not isinstance(error, TransientModelError):
             return model_failed(state, error, failed)
         delay = retry_delay(state, error, failed)
@@ -178,18 +183,71 @@ def model_request(state: RunState, on_delta: EventSink | None = None, *,
 
 
 def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
-    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``.
-    Only the kinds of :data:`~primer.loop.model.MODEL_EVENT_KINDS` with a dict of data pass:
-    a model cannot forge the loop's own events."""
+    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``
+    (no listener and no cancel signal); with a cancel signal, a :class:`StreamWatch`. Only
+    the kinds of :data:`~primer.loop.model.MODEL_EVENT_KINDS` with a dict of data pass: a
+    model cannot forge the loop's own events."""
+    step, cancel = state.model_calls + 1, state.inputs.cancel
+    if cancel is not None:
+        return StreamWatch(sink, step, cancel)
     if sink is None:
         return None
-    step = state.model_calls + 1
 
     def on_delta(kind: str, data: dict[str, Any]) -> None:
         if type(kind) is str and kind in MODEL_EVENT_KINDS and type(data) is dict:
             sink(kind, {**data, "step": step})
 
     return on_delta
+
+
+class StreamWatch:
+    """The ``on_delta`` of a streaming call in a run that can be cancelled: each delta goes
+    on to ``sink`` tagged with ``step`` (as :func:`delta_sink`'s), the text it shows is kept
+    (:attr:`shown`), and once ``cancel`` is set the next delta raises
+    :class:`~primer.loop.model.CallCancelled` inside the model, which ends its stream there:
+    the call is closed at its next delta, and the run keeps what had been shown."""
+
+    def __init__(self, sink: EventSink | None, step: int, cancel: CancelSignal) -> None:
+        self.sink, self.step, self.cancel = sink, step, cancel
+        self.parts: list[str] = []
+
+    @property
+    def shown(self) -> str:
+        """The text the call's ``text_delta`` s have shown so far."""
+        return "".join(self.parts)
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        self.check()
+        self.show(kind, data)
+        self.check()  # (the listener itself may have pressed stop)
+
+    def check(self) -> None:
+        """Raise :class:`~primer.loop.model.CallCancelled` once the run is cancelled."""
+        if self.cancel.is_set():
+            raise CallCancelled(self.shown)
+
+    def show(self, kind: str, data: dict[str, Any]) -> None:
+        """Pass one delta on and keep its text; never raises for the cancel."""
+        if type(kind) is str and kind in MODEL_EVENT_KINDS and type(data) is dict:
+            if kind == "text_delta" and type(data.get("text")) is str:
+                self.parts.append(data["text"])
+            elif kind == "model_fallback":
+                self.parts.clear()  # a display drops what the failed model had shown
+            if self.sink is not None:
+                self.sink(kind, {**data, "step": self.step})
+
+
+def stream_cancelled(state: RunState, error: CallCancelled,
+                     failed: list[dict[str, Any]]) -> Stop:
+    """The ``cancelled`` stop for a streaming call the cancel closed (:class:`StreamWatch`):
+    the text it had shown is kept in ``state.partial_text`` (``AgentResult.partial_text``;
+    never an answer, never sent back to the model)."""
+    _count_failed_attempts(state, failed)
+    state.partial_text = error.shown
+    return Stop(StopCause.CANCELLED,
+                f"the run was cancelled during model call {state.model_calls + 1}; its stream "
+                f"was closed after {len(error.shown):,} characters of text, kept in "
+                f"partial_text")
 
 
 def model_failed(state: RunState, error: BaseException, failed: list[dict[str, Any]]) -> Stop:
@@ -425,14 +483,64 @@ def run_call(state: RunState, block: ToolUseBlock, record: bool = False) -> Tool
     """One call through the run's ``runner``; with a recorder, a side-effecting call is
     recorded as started (with its idempotency key) before it runs and done after
     (``record``: any call). A call that has not started when the run's cancel signal is set
-    does not run: it gets a ``not_run`` result (:func:`cancelled_call`)."""
+    does not run: it gets a ``not_run`` result (:func:`cancelled_call`); one that is running
+    then is answered as ``cancelled`` (:func:`run_watched`)."""
     inputs = state.inputs
-    if inputs.cancel is not None and inputs.cancel.is_set():
+    cancel = inputs.cancel
+    if cancel is not None and cancel.is_set():
         return cancelled_call(state, block)
     if inputs.recorder is None:
-        return inputs.runner(block)
+        return inputs.runner(block) if cancel is None else run_watched(state, block, cancel)
     durable = start_call(state, block)
-    return finish_call(state, inputs.runner(block), record or durable)
+    execution = inputs.runner(block) if cancel is None else run_watched(state, block, cancel)
+    return finish_call(state, execution, record or durable)
+
+
+#: Seconds between two looks at the cancel signal while a tool call runs.
+CANCEL_POLL_S = 0.02
+#: Seconds a running call is given, once the run is cancelled, to stop by itself (the
+#: harness kills a subprocess tool and cancels an MCP request) before it is abandoned.
+CANCEL_GRACE_S = 0.25
+
+
+def run_watched(state: RunState, block: ToolUseBlock, cancel: CancelSignal,
+                runner: CallRunner | None = None) -> ToolExecution:
+    """``runner(block)`` (default: the run's) on a daemon thread of its own, with this
+    thread's ``contextvars``, while this thread reads ``cancel`` every
+    :data:`CANCEL_POLL_S` seconds. Once it is set the call has :data:`CANCEL_GRACE_S` to
+    end: a call that ends with a success keeps its result; one that failed, or still runs
+    (its thread abandoned: a thread cannot be stopped), is answered as ``cancelled``
+    (:func:`~primer.loop.result.cancelled_while_running`). So a running call holds a
+    cancelled run at most ``CANCEL_POLL_S + CANCEL_GRACE_S`` (0.27 s) after the signal.
+    What the runner raises (a ``BaseException``: runners answer failures as results) is
+    raised here."""
+    run = runner or state.inputs.runner
+    done, context = threading.Event(), contextvars.copy_context()
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append(context.run(run, block))
+        except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+            box.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="tool-call", daemon=True).start()
+    noticed = False
+    while not done.wait(CANCEL_POLL_S):
+        if cancel.is_set():
+            noticed = True
+            done.wait(CANCEL_GRACE_S)
+            break
+    if not done.is_set():
+        return cancelled_while_running(state, block, stopped=False)
+    outcome = box[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    if noticed and outcome.is_error:
+        return cancelled_while_running(state, block, stopped=True)
+    return cast(ToolExecution, outcome)
 
 
 def start_call(state: RunState, block: ToolUseBlock) -> bool:

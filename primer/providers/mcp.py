@@ -43,6 +43,7 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypedDict
@@ -56,8 +57,10 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+from primer.harness.allowance import cancel_requested
 from primer.harness.retry import ToolTimeout
 from primer.loop.state import HANDOFF_TOOL_NAME
+from primer.loop.steps import CANCEL_POLL_S
 from primer.loop.text import safe_str
 from primer.loop.tools import Tool, ToolError, ToolOutput
 
@@ -335,7 +338,9 @@ class MCPConnection:
         Returns the result's text, or a :class:`ToolOutput` with ``is_error`` for a result
         the server marked ``isError``. Raises :class:`ToolTimeout` when the server did not
         answer in time (the request is cancelled) and :class:`ToolError` for a protocol
-        error, a lost or closed connection, or a result that breaks the protocol.
+        error, a lost or closed connection, or a result that breaks the protocol. While it
+        waits it reads the current run's cancel signal: a cancel cancels the request on the
+        session (the SDK sends ``notifications/cancelled``) and raises :class:`ToolError`.
         """
         client, loop = self._client, self._loop
         if client is None or loop is None:
@@ -346,7 +351,7 @@ class MCPConnection:
         except RuntimeError:  # the event loop has stopped
             raise ToolError(self._gone_message(name)) from None
         try:
-            result = future.result(timeout=self.timeout_s + GRACE_S)
+            result = _result(future, self.timeout_s + GRACE_S, name)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ToolTimeout(self.timeout_s) from None
@@ -487,6 +492,25 @@ def mcp_inprocess_tools(server: Server[Any] | MCPServer,
 
 
 # ---------------------------------------------------------------- internals
+
+def _result(future: concurrent.futures.Future[Any], seconds: float, name: str) -> Any:
+    """``future.result(timeout=seconds)``, reading the current run's cancel signal every
+    :data:`~primer.loop.steps.CANCEL_POLL_S` seconds: once it is set, the request is
+    cancelled (its task on the event loop, so the SDK sends ``notifications/cancelled``)
+    and :class:`ToolError` says so."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return future.result(timeout=max(0.0, min(left, CANCEL_POLL_S)))
+        except concurrent.futures.TimeoutError:
+            if left <= 0:
+                raise
+            if cancel_requested():
+                future.cancel()
+                raise ToolError(f"{name}: the run was cancelled; the MCP request was "
+                                f"cancelled on the session") from None
+
 
 async def _set(event: anyio.Event) -> None:
     event.set()
