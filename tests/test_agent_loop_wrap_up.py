@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from primer.harness.async_loop import run_agent_async
 from primer.loop.config import AgentConfig
 from primer.loop.loop import run_agent
 from primer.loop.messages import text_of, unanswered_tool_uses
@@ -215,3 +218,22 @@ def test_a_scripted_reply_object_can_be_the_wrap_up():
     model = Searcher(wrap_reply=Reply([{"type": "text", "text": "short"}], "end_turn"))
     result, _ = run(AgentConfig(**LIMITS["max_steps"], wrap_up=True), model)
     assert result.final_text == "short" and result.to_dict()["wrapped_up"] is True
+
+
+def test_the_async_loop_makes_the_same_wrap_up():
+    model = Searcher()
+    result = asyncio.run(run_agent_async(model, "What does order A123 cost?", [lookup],
+                                         config=AgentConfig(**LIMITS["max_steps"],
+                                                            wrap_up=True)))
+    assert result.stop_cause is StopCause.MAX_STEPS and result.final_text == ANSWER
+    assert result.wrapped_up and model.requests[-1]["tools"] == []
+
+
+def test_the_stop_event_says_the_run_wrapped_up():
+    events = []
+    run_agent(Searcher(), "What does order A123 cost?", [lookup],
+              config=AgentConfig(**LIMITS["max_steps"], wrap_up=True),
+              on_event=lambda kind, data: events.append((kind, data)))
+    stop = [d for k, d in events if k == "stop"][-1]
+    assert stop["cause"] == "max_steps" and stop["wrapped_up"] is True
+    assert [d["step"] for k, d in events if k == "model_call"] == [1, 2, 3, 4]
