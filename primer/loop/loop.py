@@ -85,8 +85,13 @@ def run_agent(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (), *,
     model's deltas too). ``output_model`` (a pydantic model class) is the shape of the final
     answer (JSON text): a failing one gets ``config.output_retries`` corrective turns, then
     the run stops with ``invalid_output``; else ``AgentResult.output`` holds it. ``cancel``
-    (anything with ``is_set()``, read before each model call and tool call): once set, the run
-    stops with ``cancelled``, every ``tool_use`` answered. ``messages``, a conversation's
+    (anything with ``is_set()``, read before each model call and tool call, while a tool
+    runs and at each streamed delta): once set, the run stops with ``cancelled``, every
+    ``tool_use`` answered. A running tool holds it at most
+    :data:`~primer.loop.steps.CANCEL_POLL_S` + :data:`~primer.loop.steps.CANCEL_GRACE_S`
+    (0.27 s), then is answered ``cancelled`` (:func:`~primer.loop.steps.run_watched`); a
+    streaming call closes at its next delta (its text kept in ``partial_text``); a call that
+    does not stream is waited for. ``messages``, a conversation's
     history, goes before ``task`` (repaired first, never changed: :func:`repair_history`).
 
     The core loop: no time limits, no tool retries (a model call's transient error is retried,

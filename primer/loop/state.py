@@ -143,7 +143,9 @@ class Step:
 class CancelSignal(Protocol):
     """What ``run_agent(..., cancel=...)`` takes: anything with ``is_set() -> bool``, such as
     a ``threading.Event`` (or an ``asyncio.Event`` for the async loop). The loop reads it
-    before each model call and before each tool call starts; it never clears it."""
+    before each model call and before each tool call starts, every
+    :data:`~primer.loop.steps.CANCEL_POLL_S` while a tool runs, and at each delta of a
+    streaming call; it never clears it."""
 
     def is_set(self) -> bool: ...
 
