@@ -27,7 +27,8 @@ class AgentResult:
     """The outcome of a run.
 
     ``final_text`` is the answer only on ``end_turn`` (``None`` on any other stop: a limit is
-    never passed off as an answer). ``stop_cause`` names the exit, ``stop_detail`` what
+    never passed off as an answer), or at a limit a wrap-up's best-effort answer, marked by
+    ``wrapped_up``. ``stop_cause`` names the exit, ``stop_detail`` what
     fired, ``summary`` what the run finished and why it stopped. ``usage`` and ``cost_usd``
     are totals (tokens; USD). In ``messages`` every ``tool_use`` has one ``tool_result``, except
     on ``awaiting_approval``: ``pending`` holds the waiting calls. ``checkpoint``: the journal's
