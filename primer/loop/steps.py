@@ -355,8 +355,8 @@ def wrap_up(state: RunState, stop: Stop,
     :func:`~primer.loop.checks.wrap_up_room` finds room for its worst case in the budgets, so
     it never takes one past its limit. It is a step of the run (retried like any call, its
     usage counted); nothing it asks for runs. Its text, on ``end_turn``, is ``final_text``
-    with ``wrapped_up`` set; the stop cause stays the limit's and the summary says what the
-    wrap-up came to."""
+    with ``wrapped_up`` set (not checked against an ``output_model``: ``output`` stays
+    ``None``); the stop cause stays the limit's and the summary says what it came to."""
     if not state.config.wrap_up or stop.cause not in WRAP_UP_CAUSES:
         return finish(state, stop, reply)
     answer_unrun(state, stop, reply)
