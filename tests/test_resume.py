@@ -201,3 +201,9 @@ def test_a_hook_cannot_change_an_approved_input_into_one_that_needs_a_person(tmp
     assert shop.paid == []
     [result] = done.steps[0].executions
     assert result.error_kind == "hook_error" and "which a person never saw" in result.content
+
+
+def test_approvals_list_shows_why_a_person_is_needed(tmp_path):
+    paused = pause(tmp_path, with_rules(Shop(), LIMIT), 80)
+    [info] = list_checkpoints(paused.checkpoint)
+    assert "undecided (why a person: a refund over 50 USD needs a person)" in info.describe()

@@ -254,7 +254,7 @@ class CheckpointInfo:
 
     ``status`` is ``running`` / ``awaiting_approval`` / ``cancelled`` / ``finished``, or
     ``invalid`` with ``error`` saying why. ``calls`` are the records of calls awaiting a
-    decision or a run.
+    decision or a run (with the ``reason`` a person is needed, when the gate gave one).
     """
 
     path: Path
@@ -273,7 +273,8 @@ class CheckpointInfo:
         for c in self.calls:
             verdict = describe_decision(c["decision"])
             args = json.dumps(c["input"], ensure_ascii=False, sort_keys=True)
-            lines.append(f"  {c['tool_use_id']}  {c['name']}({args})  {verdict}")
+            why = f" (why a person: {c['reason']})" if c.get("reason") else ""
+            lines.append(f"  {c['tool_use_id']}  {c['name']}({args})  {verdict}{why}")
         return "\n".join(lines)
 
 
