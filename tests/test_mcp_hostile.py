@@ -15,6 +15,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from primer.harness.production import run_production
+from primer.harness.retry import ToolTimeout
 from primer.loop.config import AgentConfig
 from primer.loop.model import ScriptedLLM, tool_reply
 from primer.loop.state import StopCause
@@ -210,3 +211,13 @@ def test_lax_argument_mode_reaches_every_tool_of_a_connection():
     (e,) = executions(result)
     assert (e.error_kind, e.content) == (None, "197.4")
     assert e.coerced == [{"path": "x", "from": "98.7", "to": 98.7, "type": "number"}]
+
+
+def test_a_server_that_stops_reading_costs_a_timeout_and_is_still_ended_on_close():
+    big = "x" * 300_000  # more than a pipe holds: our writes block once the server is deaf
+    with hostile("deaf", timeout_s=0.5) as conn:
+        with pytest.raises(ToolTimeout):
+            conn.call("echo", {"text": big})
+        pids = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline")
+                if _cmdline(p).endswith(f"{SERVER}\0deaf\0")]
+    assert pids and not any(alive(p) for p in pids)

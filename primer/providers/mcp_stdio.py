@@ -140,10 +140,10 @@ async def stop_group(process: anyio.abc.Process) -> None:
     its process group: SIGTERM, and SIGKILL after :data:`KILL_GRACE_S` (bounded: at most
     about 6 s in all, however the processes behave)."""
     pgid = process.pid
-    for pipe in (process.stdin,):
-        if pipe is not None:
-            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await pipe.aclose()
+    if process.stdin is not None:  # (bounded: a server that stopped reading never drains it)
+        with anyio.move_on_after(0.5), suppress(OSError, anyio.BrokenResourceError,
+                                                anyio.ClosedResourceError):
+            await process.stdin.aclose()
     await _wait(lambda: process.returncode is not None, EXIT_GRACE_S)
     for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
         if not group_alive(pgid):

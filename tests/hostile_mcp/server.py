@@ -52,7 +52,7 @@ HOSTILE_TOOLS = [
 ]
 
 BEHAVIOURS = ("schemas", "junk_before", "junk_instead", "partial_before", "partial_after",
-              "two_on_a_line", "crash", "child", "stubborn", "empty_error")
+              "two_on_a_line", "crash", "child", "stubborn", "empty_error", "deaf")
 
 
 def send(message: dict, *, end: str = "\n") -> None:
@@ -85,6 +85,8 @@ def main(behaviour: str) -> None:
         elif method == "tools/list":
             tools = HOSTILE_TOOLS if behaviour == "schemas" else [ECHO]
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
+        elif method == "tools/call" and behaviour == "deaf":
+            time.sleep(300)  # stops reading stdin: a big request fills the pipe
         elif method == "tools/call":
             calls += 1
             call(behaviour, rid, request["params"], calls)
