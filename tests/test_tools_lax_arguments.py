@@ -99,3 +99,17 @@ def test_an_approval_rule_judges_the_converted_value():
 def test_an_unknown_argument_mode_is_a_clear_error():
     with pytest.raises(ValueError, match="argument_mode must be 'strict' or 'lax'"):
         Tool("x", "x", {"type": "object"}, lambda: "", argument_mode="loose")
+
+
+def test_the_async_loop_converts_and_records_as_the_sync_loop_does():
+    import asyncio
+
+    from primer.harness.async_loop import run_agent_async
+
+    t = make_transfer("lax")
+    SEEN.clear()
+    llm = ScriptedLLM([tool_reply((t.name, {"amount": "98.7", "count": "7"})), "done"])
+    result = asyncio.run(run_agent_async(llm, "t", [t]))
+    (e,) = result.steps[0].executions
+    assert (e.content, SEEN[0]["count"]) == ("sent 98.7 x 7", 7)
+    assert [c["path"] for c in e.coerced] == ["amount", "count"]
