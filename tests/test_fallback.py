@@ -1,19 +1,23 @@
 """FallbackLLM: on an overload, a server error or no answer, after the primary's own retries,
-the next model answers; each step records which model answered, priced at its own prices."""
+the next model answers; each step records which model answered, priced at its own prices;
+no model is sent thinking another model wrote, and no side effect is asked for again."""
 
 import asyncio
 
+import anthropic
 import pytest
 
 from primer.harness.async_loop import run_agent_async
-from primer.harness.fallback import FallbackLLM, usage_by_model
+from primer.harness.fallback import FOREIGN_THINKING_NOTE, FallbackLLM, usage_by_model
 from primer.harness.production import run_production
 from primer.harness.retry import ManualClock
 from primer.harness.streaming import StreamingScriptedLLM
 from primer.loop.config import AgentConfig
+from primer.loop.messages import text_block, thinking_block, tool_use_block
 from primer.loop.model import (
     PermanentModelError,
     Prices,
+    Reply,
     ScriptedLLM,
     TransientModelError,
     Usage,
@@ -22,6 +26,8 @@ from primer.loop.model import (
 )
 from primer.loop.state import StopCause
 from primer.loop.tools import tool
+from primer.providers.claude import ClaudeLLM
+from primer.providers.fake_server import FakeModelServer
 
 
 class Flaky:
@@ -187,3 +193,104 @@ def test_a_retry_that_would_pass_the_runs_wall_clock_gives_up_instead_of_waiting
     config = AgentConfig(model_retries=0, wall_clock_s=10, clock=clock, sleep=clock.sleep)
     result = run_production(llm, "task", config=config)
     assert result.stop_cause is StopCause.MODEL_ERROR and clock.slept == []
+
+
+# ---------------------------------------------------------------- what the next model accepts
+
+THINK = {"type": "enabled", "budget_tokens": 1024}
+
+
+def rejects_foreign_thinking(answer, model="claude-small"):
+    """A second model whose API, like the real one, refuses another model's signed thinking
+    with a 400; else it answers ``answer``. ``seen`` holds the messages it was sent."""
+    seen = []
+
+    def second(*, system, messages, tools, max_tokens):
+        seen.append(messages)
+        for i, m in enumerate(messages):
+            for j, b in enumerate(m["content"] if isinstance(m["content"], list) else []):
+                if b.get("type") in ("thinking", "redacted_thinking"):
+                    raise PermanentModelError(f"the API answered 400: messages.{i}.content.{j}:"
+                                              f" Invalid `signature` in `{b['type']}` block")
+        return Reply([text_block(answer)], "end_turn", Usage(60, 8), model)
+
+    second.model, second.seen = model, seen
+    return second
+
+
+def test_a_fallback_after_a_reply_that_thought_drops_the_thinking_and_runs_the_side_effect_once():
+    refunds = []
+
+    @tool(side_effecting=True)
+    def refund(order_id: str) -> str:
+        """Refund an order.
+
+        Args:
+            order_id: the order
+        """
+        refunds.append(order_id)
+        return f"refunded {order_id}"
+
+    def first_model(messages):  # thinks, asks for the refund; then its provider is overloaded
+        big.fail_next(529, 5)
+        return Reply([thinking_block("A1 is eligible for a refund."),
+                      tool_use_block("toolu_1", "refund", {"order_id": "A1"})], "tool_use",
+                     Usage(80, 30))
+
+    second = rejects_foreign_thinking("A1 is refunded.")
+    clock = ManualClock()
+    with FakeModelServer(ScriptedLLM(first_model)) as big:
+        client = anthropic.Anthropic(api_key="sk-ant-local", base_url=big.base_url,
+                                     max_retries=0)
+        llm = FallbackLLM([ClaudeLLM(client=client, model="claude-big", thinking=THINK),
+                           second], retries=1, sleep=clock.sleep)
+        result = run_production(llm, "Refund A1", [refund],
+                                config=AgentConfig(max_tokens=2048, sleep=clock.sleep))
+    assert result.stop_cause is StopCause.END_TURN, result.stop_detail
+    assert result.final_text == "A1 is refunded." and refunds == ["A1"]  # once, never again
+    assert [s.reply.model for s in result.steps] == ["claude-big", "claude-small"]
+    (sent,) = second.seen
+    assert sent[1]["content"] == [tool_use_block("toolu_1", "refund", {"order_id": "A1"})]
+    assert sent[2]["content"][0]["content"] == "refunded A1"  # it reads the refund was done
+    assert result.messages[1]["content"][0]["type"] == "thinking"  # the run keeps it whole
+
+
+def test_without_dropping_it_the_second_model_refuses_the_first_ones_thinking():
+    second = rejects_foreign_thinking("never")
+    with pytest.raises(PermanentModelError, match="Invalid `signature`"):
+        second(system="", max_tokens=10, tools=[], messages=[
+            {"role": "user", "content": "t"},
+            {"role": "assistant", "content": [thinking_block("x", "sig-big"), text_block("y")]},
+            {"role": "user", "content": "again"}])
+
+
+def test_each_model_gets_back_only_its_own_thinking_redacted_included():
+    history = [{"role": "user", "content": "t"},
+               {"role": "assistant", "content": [
+                   thinking_block("primary's", "sig-big"),
+                   {"type": "redacted_thinking", "data": "enc-big"},
+                   tool_use_block("toolu_1", "lookup", {"key": "a"})]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                             "content": "1"}]}]
+    small_reply = Reply([thinking_block("secondary's", "sig-small"), text_block("done")],
+                        "end_turn", Usage(1, 1), "claude-small")
+    llm = FallbackLLM([Flaky(None, [overloaded()] * 2, "claude-big"),
+                       lambda **request: small_reply], retries=1, sleep=lambda s: None)
+    assert llm.sent_to(0, history) is history  # nothing another model wrote: sent unread
+    llm(system="", messages=history, tools=[], max_tokens=100)
+    to_small = llm.sent_to(1, history)
+    assert to_small[1]["content"] == [tool_use_block("toolu_1", "lookup", {"key": "a"})]
+    later = [*history, {"role": "assistant", "content": small_reply.content},
+             {"role": "user", "content": "and b?"}]
+    to_big = llm.sent_to(0, later)
+    assert to_big[1] == history[1]  # the primary's own blocks, unchanged
+    assert to_big[3]["content"] == [text_block("done")]
+    assert llm.sent_to(1, later)[3] == later[3]
+
+
+def test_an_assistant_turn_of_another_models_thinking_alone_is_sent_as_a_note():
+    llm = FallbackLLM([ScriptedLLM(["x"]), ScriptedLLM(["y"])])
+    history = [{"role": "user", "content": "t"},
+               {"role": "assistant", "content": [thinking_block("only this", "sig")]},
+               {"role": "user", "content": "go on"}]
+    assert llm.sent_to(1, history)[1]["content"] == [text_block(FOREIGN_THINKING_NOTE)]

@@ -15,17 +15,28 @@ Each reply names the model that wrote it (``Reply.model``), so each step of a ru
 which model answered; :attr:`~primer.loop.config.AgentConfig.model_prices` prices each
 model's usage at its own prices, and :func:`usage_by_model` adds a run up per model.
 :attr:`FallbackLLM.fallbacks` logs every switch.
+
+What one model wrote that another cannot accept: a ``thinking`` block is signed by the
+model (provider, deployment) that wrote it, and a ``redacted_thinking`` block is encrypted
+for it; another model's API refuses them (a 400: an invalid signature), so a run whose
+primary thought and then fell back would end ``model_error``. So each model is sent the
+history without the thinking blocks other models wrote (:meth:`FallbackLLM.sent_to`; a block
+it never saw written counts as the primary's): not converted to text, which would put
+another model's reasoning in this one's mouth. Everything else goes as it is, every
+``tool_use`` with its ``tool_result``: the next model reads that a side effect was done and
+what it returned, and no call is sent to be made again. The run's own transcript keeps every
+block, so the primary, back, gets its thinking unchanged.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from primer.loop.config import AgentConfig, RetryPolicy
-from primer.loop.messages import Message
+from primer.loop.messages import THINKING_TYPES, Message, text_block
 from primer.loop.model import (
     LLM,
     EventSink,
@@ -79,6 +90,9 @@ class FallbackLLM:
         #: One record per switch: ``{"call", "from", "to", "error", "attempts"}``.
         self.fallbacks: list[dict[str, Any]] = []
         self.calls = 0
+        #: Which model wrote each thinking block it returned: its signature (or a redacted
+        #: block's data) → the model's index; only blocks of models after the primary.
+        self.thought_by: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"FallbackLLM([{', '.join(model_name(m, k) for k, m in enumerate(self.models))}])"
@@ -93,7 +107,10 @@ class FallbackLLM:
             failed = 0
             while True:
                 try:
-                    return with_spent(self._ask(model, k, request, on_delta), spent)
+                    reply = self._ask(model, k, {**request, "messages": self.sent_to(k, messages)},
+                                      on_delta)
+                    self._note_thinking(k, reply)
+                    return with_spent(reply, spent)
                 except TransientModelError as e:
                     error = e
                     spent = spent + reported(e)
@@ -116,6 +133,38 @@ class FallbackLLM:
                 on_delta("model_fallback", {k: record[k] for k in ("from", "to", "error")})
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def sent_to(self, k: int, messages: list[Message]) -> list[Message]:
+        """``messages`` as model ``k`` is sent them: without the ``thinking`` and
+        ``redacted_thinking`` blocks another model wrote (an assistant turn left with nothing
+        gets a one-line text in their place); every other block as it is. The list itself
+        when nothing is dropped (the primary, before any other model thought, is sent it
+        unread: no work per call that grows with the history)."""
+        if k == 0 and not self.thought_by:
+            return messages
+        out, dropped = [], False
+        for m in messages:
+            content = m.get("content")
+            if m.get("role") != "assistant" or not isinstance(content, list):
+                out.append(m)
+                continue
+            kept = [b for b in content if not (isinstance(b, dict)
+                                               and b.get("type") in THINKING_TYPES
+                                               and self.thought_by.get(_thought_key(b), 0) != k)]
+            if len(kept) == len(content):
+                out.append(m)
+                continue
+            dropped = True
+            out.append({**m, "content": kept or [text_block(FOREIGN_THINKING_NOTE)]})
+        return out if dropped else messages
+
+    def _note_thinking(self, k: int, reply: Reply) -> None:
+        """Remember the thinking blocks model ``k`` (not the primary) wrote in ``reply``."""
+        if k == 0 or not isinstance(reply, Reply) or not isinstance(reply.content, list):
+            return
+        for b in reply.content:
+            if isinstance(b, dict) and b.get("type") in THINKING_TYPES:
+                self.thought_by[_thought_key(b)] = k
+
     @staticmethod
     def _ask(model: LLM, k: int, request: dict[str, Any],
              on_delta: EventSink | None) -> Reply:
@@ -126,6 +175,15 @@ class FallbackLLM:
         if isinstance(reply, Reply) and not reply.model:
             reply = Reply(reply.content, reply.stop_reason, reply.usage, model_name(model, k))
         return reply
+
+
+#: What an assistant turn made only of another model's thinking is sent as instead.
+FOREIGN_THINKING_NOTE = "(another model's reasoning, not shown)"
+
+
+def _thought_key(block: Mapping[str, object]) -> str:
+    """What identifies a thinking block: its signature, or a redacted block's data."""
+    return str(block.get("signature") if block.get("type") == "thinking" else block.get("data"))
 
 
 def model_name(model: LLM, k: int) -> str:
