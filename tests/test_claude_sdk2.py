@@ -230,3 +230,23 @@ def test_a_given_client_is_copied_with_its_spans_off_and_left_alone():
     assert quiet is not given
     assert quiet.open_telemetry["traces"]["enabled"] is False
     assert given.open_telemetry["traces"]["enabled"] is True
+
+
+def test_the_async_model_sends_the_same_2x_options_and_goes_on_after_a_compaction():
+    import asyncio
+
+    from primer.harness.async_loop import run_agent_async
+    from primer.providers.claude import AsyncClaudeLLM
+
+    script = ScriptedLLM([tool_reply(("weather", {"city": "Oslo"})),
+                          tool_reply(("weather", {"city": "Bergen"})), text_reply("Both sunny.")])
+    with FakeModelServer(script) as srv:
+        sdk = anthropic.AsyncAnthropic(api_key=KEY, base_url=srv.base_url, max_retries=0)
+        llm = AsyncClaudeLLM(client=sdk, effort="high", compaction={
+            "trigger": {"type": "input_tokens", "value": 300}, "pause_after_compaction": True})
+        result = asyncio.run(run_agent_async(llm, "Weather in Oslo and Bergen?", [weather]))
+        first = srv.model_requests[0]
+    assert first.body["output_config"] == {"effort": "high"}
+    assert first.headers["anthropic-beta"] == COMPACTION_BETA
+    assert "compaction" in [s.reply.stop_reason for s in result.steps]
+    assert result.stop_cause is StopCause.END_TURN and result.final_text == "Both sunny."
