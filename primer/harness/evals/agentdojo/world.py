@@ -29,11 +29,13 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from primer.harness.approval_rules import ApprovalRules
 from primer.loop.messages import Message
 from primer.loop.result import AgentResult
 from primer.loop.tools import Tool, ToolOutput
@@ -204,13 +206,16 @@ class World:
 
         return FunctionsRuntime(self.suite.tools)
 
-    def tools(self, *, approval: bool = False, only: Sequence[str] | None = None) -> list[Tool]:
+    def tools(self, *, approval: bool = False, only: Sequence[str] | None = None,
+              rules: ApprovalRules | None = None) -> list[Tool]:
         """The suite's functions as primer tools acting on this world, in the suite's order.
         ``approval``: side-effecting tools wait for a person; ``only``: keep just these
-        names (an allow-list)."""
+        names (an allow-list); ``rules``: approval rules on the arguments gate the tools
+        they name (:meth:`ApprovalRules.apply`)."""
         keep = None if only is None else set(only)
-        return [_tool(self, f, approval) for f in self.suite.tools
-                if keep is None or f.name in keep]
+        templates = (_ruled(self.suite, rules) if rules is not None
+                     else [_template(f, approval) for f in self.suite.tools])
+        return [_bind(self, t) for t in templates if keep is None or t.name in keep]
 
     def utility(self, result: AgentResult) -> bool:
         """AgentDojo's utility check of the run: ``utility_from_traces`` first, else
@@ -234,15 +239,28 @@ class World:
         return bool(verdict)
 
 
-def _tool(world: World, f: Any, approval: bool) -> Tool:
-    name = f.name
+def _bind(world: World, template: Tool) -> Tool:
+    """A copy of ``template`` whose function acts on ``world`` (its schema checked once, when
+    the template was made, not once a trial)."""
+    name = template.name
 
     def run(**args: Any) -> str | ToolOutput:
         return world.call(name, args)
 
-    made = copy.copy(_template(f, approval))  # its schema checked once, not once a trial
+    made = copy.copy(template)
     made.fn = run
     return made
+
+
+_RULED: dict[tuple[int, str], list[Tool]] = {}
+
+
+def _ruled(suite: TaskSuite[Any], rules: ApprovalRules) -> list[Tool]:
+    """The suite's templates with ``rules`` applied, made once per suite and rule set."""
+    key = (id(suite), json.dumps(rules.to_dict(), sort_keys=True, default=str))
+    if key not in _RULED:
+        _RULED[key] = rules.apply([_template(f, False) for f in suite.tools])
+    return _RULED[key]
 
 
 _TEMPLATES: dict[tuple[int, bool], tuple[Any, Tool]] = {}
