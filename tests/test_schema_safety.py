@@ -137,3 +137,14 @@ def test_schemas_pydantic_writes_pass_unchanged():
     assert t.input_errors({"items": [{"sku": "ABC-1234"}]}) is None
     assert "does not match" in t.input_errors({"items": [{"sku": "abc"}]})
     json.dumps(t.definition())  # still plain JSON
+
+
+def test_an_input_that_costs_too_many_checks_is_refused_with_a_message_not_a_hang(monkeypatch):
+    from primer.loop import schema_safety
+
+    monkeypatch.setattr(schema_safety, "MAX_KEYWORD_STEPS", 100)
+    t = make(prop({"type": "array", "items": {"const": 1}}))
+    assert t.input_errors({"x": [1] * 20}) is None
+    assert "costs more than 100 checks against input_schema" in t.input_errors({"x": [1] * 200})
+    # outside a counted check (jsonschema used directly) nothing is counted
+    assert list(t._check.validator.iter_errors({"x": [1] * 200})) == []

@@ -22,7 +22,6 @@ from typing import Any, Literal, cast, get_type_hints
 import fastjsonschema
 
 from .schema_safety import (
-    MAX_KEYWORD_STEPS,
     SchemaRefused,
     TooCostly,
     checked_errors,
@@ -168,8 +167,8 @@ class SchemaCheck:
             return None  # valid: the fast check accepts only what jsonschema accepts
         try:
             errors = checked_errors(self.validator, args)
-        except TooCostly:
-            return [f"the input costs more than {MAX_KEYWORD_STEPS} checks against "
+        except TooCostly as e:
+            return [f"the input costs more than {e.args[0]} checks against "
                     f"input_schema; send a smaller input"]
         except Exception as e:  # noqa: BLE001 - never raise for an input (RecursionError too)
             return [f"the input could not be checked against input_schema "

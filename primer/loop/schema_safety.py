@@ -297,21 +297,24 @@ def _shown(value: Any, limit: int = 80) -> str:
 # ---------------------------------------------------------------- the validator
 
 class _Steps(threading.local):
-    left = MAX_KEYWORD_STEPS
+    left: int | None = None  # None: not inside checked_errors, so not counted
 
 
 _steps = _Steps()
 
 
 class TooCostly(Exception):
-    """Checking one input took more than :data:`MAX_KEYWORD_STEPS` keyword checks."""
+    """Checking one input took more than :data:`MAX_KEYWORD_STEPS` keyword checks (the
+    limit is the exception's argument)."""
 
 
 def _counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        _steps.left -= 1
-        if _steps.left < 0:
-            raise TooCostly
+        left = _steps.left
+        if left is not None:
+            if left <= 0:
+                raise TooCostly
+            _steps.left = left - 1
         return keyword(validator, value, instance, schema)
 
     return check
@@ -388,5 +391,10 @@ def offline_registry() -> Any:
 def checked_errors(validator: Any, instance: Any) -> list[Any]:
     """Every ``ValidationError`` of ``instance``, sorted by path; raises :class:`TooCostly`
     past :data:`MAX_KEYWORD_STEPS` keyword checks."""
-    _steps.left = MAX_KEYWORD_STEPS
-    return sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    limit = _steps.left = MAX_KEYWORD_STEPS
+    try:
+        return sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    except TooCostly:
+        raise TooCostly(limit) from None
+    finally:
+        _steps.left = None
