@@ -27,7 +27,8 @@ fast lessons and tests). :class:`MCPConnection` is the object behind them.
 The ``mcp`` SDK is async (anyio), our tools sync: each connection runs one event loop on a
 daemon thread of its own, and every wait on it is bounded, so neither a hung server nor a
 forgotten connection can hang the caller or interpreter exit (an ``atexit`` hook closes open
-connections; the SDK stops a stdio server: stdin closed, then SIGTERM, then SIGKILL).
+connections). A stdio server runs in a process group of its own, which closing ends
+(:mod:`primer.providers.mcp_stdio`: stdin closed, then SIGTERM, then SIGKILL to the group).
 
 Imported only when used: ``import primer`` does not import ``mcp``.
 """
@@ -76,8 +77,8 @@ if TYPE_CHECKING:
 #: Seconds a call may wait beyond its ``timeout_s`` for the SDK to report its own timeout,
 #: before the wait is abandoned; the bound that holds even if the event loop is stuck.
 GRACE_S = 2.0
-#: Seconds :meth:`MCPConnection.close` waits for the SDK's shutdown (a stdio server gets
-#: 2 s to exit after its stdin closes, then SIGTERM, then SIGKILL 2 s later).
+#: Seconds :meth:`MCPConnection.close` waits for the shutdown (a stdio server gets 2 s to
+#: exit after its stdin closes, then its group SIGTERM, then SIGKILL 2 s later).
 CLOSE_TIMEOUT_S = 10.0
 #: At most this many pages of ``tools/list`` are read (a paginator that never ends).
 MAX_LIST_PAGES = 100
