@@ -40,7 +40,7 @@ def test_the_stock_world_fans_out_eight_calls_and_answers_with_their_sum():
     assert max(stock.LATENCIES, key=stock.LATENCIES.get) == "Delhi"
 
 
-def test_the_cancelled_run_keeps_three_lookups_and_resume_asks_for_the_other_five():
+def test_the_cancelled_run_keeps_two_lookups_cancels_delhis_and_resume_asks_for_six():
     async def cancelled():
         press_stop = asyncio.Event()
         return await run_agent_async(
@@ -51,14 +51,15 @@ def test_the_cancelled_run_keeps_three_lookups_and_resume_asks_for_the_other_fiv
 
     halted = asyncio.run(cancelled())
     assert halted.stop_cause is StopCause.CANCELLED
-    assert [e.error_kind for e in halted.executions] == [None] * 3 + ["not_run"] * 5
+    assert [e.error_kind for e in halted.executions] == [None] * 2 + ["cancelled"] \
+        + ["not_run"] * 5  # Delhi's call was running when stop was pressed
     assert halted.usage.total_tokens == 421
     assert read_checkpoint(halted.checkpoint)["status"] == "cancelled"
     later = resume(halted.checkpoint, stock.make_llm(), stock.make_tools())
     asked = [b["input"]["warehouse"] for b in later.steps[1].reply.tool_uses]
-    assert asked == ["Kolkata", "Mumbai", "Hyderabad", "Jaipur", "Lucknow"]
+    assert asked == ["Delhi", "Kolkata", "Mumbai", "Hyderabad", "Jaipur", "Lucknow"]
     assert later.stop_cause is StopCause.END_TURN
-    assert (len(later.steps), later.usage.total_tokens) == (3, 2412)
+    assert (len(later.steps), later.usage.total_tokens) == (3, 2521)
 
 
 def test_the_thinking_run_through_the_sdk_sends_its_thinking_back_and_marks_both_steps():

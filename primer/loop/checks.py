@@ -100,17 +100,20 @@ def check_wall_clock(state: RunState) -> Stop | None:
 @stops(StopCause.CANCELLED)
 def check_cancelled(state: RunState) -> Stop | None:
     """Stop when the caller's cancel signal is set, read before each model call.
-    (The steps read it before each tool call too.)
-    Calls of the last reply that had not started got ``not_run`` results, so every
-    ``tool_use`` is answered and the run can be continued later."""
+    (The steps read it before each tool call and while one runs, too.)
+    Calls of the last reply that had not started got ``not_run`` results and those running
+    ``cancelled`` ones, so every ``tool_use`` is answered and the run can be continued later."""
     cancel = state.inputs.cancel
     if cancel is not None and cancel.is_set():
-        unrun = sum(e.error_kind == "not_run" for e in state.steps[-1].executions) \
-            if state.steps else 0
+        kinds = [e.error_kind for e in state.steps[-1].executions] if state.steps else []
+        unrun, stopped, n = kinds.count("not_run"), kinds.count("cancelled"), state.model_calls
         return Stop(StopCause.CANCELLED,
-                    f"the run was cancelled before model call {state.model_calls + 1}"
+                    f"the run was cancelled before model call {n + 1}"
+                    + (f"; {stopped} tool call{'s' if stopped > 1 else ''} of call {n} "
+                       f"{'were' if stopped > 1 else 'was'} cancelled while running"
+                       if stopped else "")
                     + (f"; {unrun} tool call{'s' if unrun > 1 else ''} of call "
-                       f"{state.model_calls} had not started and did not run" if unrun else ""))
+                       f"{n} had not started and did not run" if unrun else ""))
     return None
 
 

@@ -5,11 +5,11 @@ Task: how many KB-100 keyboards are in stock across the eight warehouses? The on
 latency (seeded, :data:`LATENCIES`, times a time scale) with ``asyncio.sleep`` and returns
 the count. The scripted model asks for every warehouse it has no count for, all in one
 reply (a fan-out), then answers with the total, so a run continued after a cancel asks
-again only for the warehouses whose calls did not run. Its replies carry a short
+again only for the warehouses whose calls did not finish. Its replies carry a short
 extended-thinking block when made with ``thinking=True``.
 
 :func:`make_tools` can also make a person press stop: ``press_stop`` (an event with
-``set()``) is set when the call for ``stop_at`` finishes.
+``set()``) is set when the call for ``stop_at`` starts, so the stop comes while it runs.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def make_tools(time_scale: float = TIME_SCALE, *, press_stop: Any = None,
 
     Each call waits ``LATENCIES[warehouse] × time_scale`` seconds. ``finished``, if given,
     collects the warehouses in the order their calls finished. ``press_stop.set()`` is
-    called when the call for ``stop_at`` finishes (a person pressing stop while it ran).
+    called when the call for ``stop_at`` starts (a person pressing stop while it runs).
     """
 
     @tool
@@ -63,11 +63,11 @@ def make_tools(time_scale: float = TIME_SCALE, *, press_stop: Any = None,
         if warehouse not in STOCK:
             raise ToolError(f"no warehouse {warehouse!r}; the warehouses are "
                             f"{', '.join(WAREHOUSES)}")
+        if press_stop is not None and warehouse == stop_at:
+            press_stop.set()
         await asyncio.sleep(LATENCIES[warehouse] * time_scale)
         if finished is not None:
             finished.append(warehouse)
-        if press_stop is not None and warehouse == stop_at:
-            press_stop.set()
         return {"warehouse": warehouse, "sku": SKU, "units": STOCK[warehouse]}
 
     return [check_stock]
