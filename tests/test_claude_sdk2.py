@@ -141,11 +141,11 @@ def test_an_answer_that_breaks_the_format_is_a_failed_call_not_an_answer():
 # ---------------------------------------------------------------- server-side compaction
 
 
-def compaction_run(pause: bool, runner=run_production):
+def compaction_run(pause: bool, runner=run_production, stream=False):
     script = ScriptedLLM([tool_reply(("weather", {"city": "Oslo"})),
                           tool_reply(("weather", {"city": "Bergen"})), text_reply("Both sunny.")])
     with FakeModelServer(script) as srv:
-        llm = ClaudeLLM(client=client(srv), compaction={
+        llm = ClaudeLLM(client=client(srv), stream=stream, compaction={
             "trigger": {"type": "input_tokens", "value": 300}, "pause_after_compaction": pause})
         result = runner(llm, "Weather in Oslo and Bergen?", [weather])
         requests = [r for r in srv.model_requests]
@@ -153,9 +153,10 @@ def compaction_run(pause: bool, runner=run_production):
     return result, requests
 
 
-@pytest.mark.parametrize("runner", [run_agent, run_production])
-def test_a_compaction_stop_reason_goes_on_and_its_block_stays_in_the_transcript(runner):
-    result, requests = compaction_run(pause=True, runner=runner)
+@pytest.mark.parametrize("runner, stream", [(run_agent, False), (run_production, False),
+                                            (run_production, True)])
+def test_a_compaction_stop_reason_goes_on_and_its_block_stays_in_the_transcript(runner, stream):
+    result, requests = compaction_run(pause=True, runner=runner, stream=stream)
     assert [s.reply.stop_reason for s in result.steps] == [
         "tool_use", "tool_use", "compaction", "end_turn"]
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "Both sunny."
