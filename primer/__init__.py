@@ -17,12 +17,15 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
+    "ApprovalRules": "primer.harness.approval_rules",
     "run_agent_async": "primer.harness.async_loop",
     "ApprovalDesk": "primer.harness.durable.checkpoint",
     "approve": "primer.harness.durable.checkpoint",
+    "edit": "primer.harness.durable.checkpoint",
     "list_checkpoints": "primer.harness.durable.checkpoint",
     "read_checkpoint": "primer.harness.durable.checkpoint",
     "reject": "primer.harness.durable.checkpoint",
+    "respond": "primer.harness.durable.checkpoint",
     "CheckpointError": "primer.harness.durable.keystore",
     "resume": "primer.harness.durable.resume",
     "EvalRow": "primer.harness.evals.results",
