@@ -254,8 +254,11 @@ class ClaudeLLM:
                 max_tokens: int | None = None) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for this prompt (no API call).
 
-        With ``cache_prefix``, the last tool definition and the system prompt (as one text
-        block) carry ``cache_control``; the caller's lists are not modified. Raises
+        ``effort`` and ``output_format`` go in ``output_config``; with ``compaction`` the
+        edit goes in ``context_management`` and ``betas`` names its beta (the call then goes
+        through ``client.beta.messages``). With ``cache_prefix``, the last tool definition
+        and the system prompt (as one text block) carry ``cache_control``; the caller's lists
+        are not modified. Raises
         :class:`PermanentModelError` when ``max_tokens`` is not above the thinking budget.
         """
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
