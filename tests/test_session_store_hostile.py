@@ -101,7 +101,20 @@ def _continue(directory: str, month: str, start: object, outcomes: object) -> No
         outcomes.put((month, str(e)))  # type: ignore[attr-defined]
 
 
+class _NoWait:
+    def wait(self) -> None:
+        pass
+
+
+@pytest.mark.slow  # 20 trials of two forked processes: about 0.2 s each on an idle machine
 def test_two_processes_racing_one_session_leave_no_side_effect_outside_its_history(tmp_path):
+    # one turn here first: the forked processes start with everything imported and warm,
+    # so the two meet at the barrier and race for the session itself
+    SessionStore(tmp_path / "warm").new(ScriptedLLM([]), session_id="rent")
+    said: multiprocessing.SimpleQueue = multiprocessing.SimpleQueue()
+    _continue(str(tmp_path / "warm"), "warm", _NoWait(), said)
+    assert said.get() == ("warm", "saved")
+    read_session(tmp_path / "warm", "rent")  # (reading a history imports the API's types)
     ctx = multiprocessing.get_context("fork")
     refusals = 0
     for trial in range(TRIALS):
