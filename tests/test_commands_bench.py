@@ -23,6 +23,7 @@ from primer.commands.bench import (
     overhead_us_per_step,
     peak_memory_mib,
     scripted_llm,
+    seconds_to_stop,
     side_by_side,
     verdict,
 )
@@ -80,7 +81,9 @@ def test_bench_quick_prints_each_ratio_against_its_target(capsys):
               "hand-written loop", "growth 200 -> 1,000 steps, default config",
               "growth 200 -> 1,000 steps, tool_timeout_s=None", "growth 40 -> 320 steps",
               "trace writer, extra per step", "async model and tool vs the sync loop")
-    for text in judged + ("async fan-out, 8 async tools of 100 ms", "importing the core"):
+    for text in judged + ("async fan-out, 8 async tools of 100 ms", "importing the core",
+                          "a sync tool, abandoned after the grace",
+                          "an async def tool, cancelled at once"):
         line = out.split(text, 1)[1].splitlines()[0]
         assert "(target <=" in line and line.endswith(("ok", ")"))  # ok, or MISSED by … (…)
         assert line.endswith("ok") or " MISSED by " in line
@@ -89,6 +92,12 @@ def test_bench_quick_prints_each_ratio_against_its_target(capsys):
     assert out.count("x the slowest call") == 4
     assert "run_agent, the core alone" in out and "sync model and tool vs the sync loop" in out
     assert "peak memory of a 1,000-step run" in out
+
+
+def test_the_time_to_stop_is_measured_from_the_press_for_both_kinds_of_tool():
+    for tool_is_async in (False, True):
+        seconds = seconds_to_stop(tool_is_async, hold_s=5)
+        assert 0 < seconds < 5  # stopped, not waited for (the bound lives in `make bench`)
 
 
 def test_import_time_is_measured_in_ms_over_a_bare_start():

@@ -589,6 +589,60 @@ def _async(rounds: int, quick: bool) -> bool:
                       digits=3)
 
 
+#: Seconds of slack a cancelled run may take beyond its bound (the journal, the checks).
+CANCEL_SLACK_S = 0.05
+
+
+def seconds_to_stop(tool_is_async: bool, *, hold_s: float = 30.0) -> float:
+    """Seconds from the cancel signal to the run's return while one tool call runs that
+    ignores it and would take ``hold_s``: a sync one under :func:`run_production` (abandoned
+    after the grace) or an ``async def`` one under ``run_agent_async`` (cancelled at once)."""
+    from primer.harness.async_loop import run_agent_async
+
+    started, cancel, pressed = threading.Event(), threading.Event(), []
+
+    def press() -> None:
+        started.wait(30)
+        pressed.append(time.perf_counter())
+        cancel.set()
+
+    @tool
+    def hold() -> str:
+        """Hold on."""
+        started.set()
+        time.sleep(hold_s)
+        return "done"
+
+    @tool(name="hold")
+    async def hold_async() -> str:
+        """Hold on."""
+        started.set()
+        await asyncio.sleep(hold_s)
+        return "done"
+
+    llm = ScriptedLLM([tool_reply(("hold", {})), "never"])
+    threading.Thread(target=press, daemon=True).start()
+    if tool_is_async:
+        asyncio.run(run_agent_async(llm, "t", [hold_async], cancel=cancel))
+    else:
+        run_production(llm, "t", [hold], cancel=cancel)
+    return time.perf_counter() - pressed[0]
+
+
+def _cancel(quick: bool) -> bool:
+    from primer.loop.steps import CANCEL_GRACE_S, CANCEL_POLL_S
+
+    runs = 2 if quick else 5
+    sync = max(seconds_to_stop(False) for _ in range(runs))
+    done = max(seconds_to_stop(True) for _ in range(runs))
+    print(f"cancel with a tool call running (slowest of {runs} runs, wall):", flush=True)
+    ok = _line("a sync tool, abandoned after the grace", sync,
+               CANCEL_POLL_S + CANCEL_GRACE_S + CANCEL_SLACK_S, "slowest run, wall",
+               unit=" s", digits=3)
+    return ok & _line("an async def tool, cancelled at once", done,
+                      CANCEL_POLL_S + CANCEL_SLACK_S, "slowest run, wall", unit=" s", digits=3)
+
+
 def import_ms(code: str = "import primer.loop.loop, primer.loop.mini", starts: int = 7) -> float:
     """Milliseconds ``code`` adds to a fresh interpreter's start: ``starts`` rounds of one
     start with ``code`` and one bare (``pass``), in turn; the fastest of each, CPU time of
@@ -642,6 +696,7 @@ def run(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     ok &= _async(rounds, args.quick)
+    ok &= _cancel(args.quick)
     print(f"peak memory of a 1,000-step run: {peak_memory_mib(1_000):.1f} MiB", flush=True)
     ok &= _imports(args.quick)
     return 1 if args.strict and not ok else 0
