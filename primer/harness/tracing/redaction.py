@@ -114,6 +114,11 @@ def redact(value: Any) -> Any:
     return value
 
 
+#: The length of an Anthropic API key as the Console issues them (``sk-ant-api03-`` and 95
+#: characters): an ``sk-ant-`` piece shorter than this at the end of a chunk goes on in the
+#: next chunk.
+ANTHROPIC_KEY_CHARS = 108
+
 #: A line break inside a string (raw, or escaped as in JSON text, once or more) and the
 #: indentation after it.
 _BREAK = re.compile(r"(?:\\+[nr]|[\r\n])+[ \t]*")
@@ -130,7 +135,8 @@ def _redact_broken(parts: list[str]) -> list[str]:
     """``parts`` with every key that :data:`SECRET_PATTERN` finds once the line breaks in
     them (:data:`_BREAK`) and the seams between them are taken out replaced: the first piece
     of a key by ``[REDACTED]``, its other pieces removed. A key is followed into the next
-    part only from a piece too short to be a key by itself."""
+    part only from a piece too short to be a key by itself, or an ``sk-ant-`` piece shorter
+    than :data:`ANTHROPIC_KEY_CHARS`."""
     starts: list[int] = []  # where each kept segment starts in the joined text
     where: list[tuple[int, int, int]] = []  # each segment: (part, start, end) in that part
     joined: list[str] = []
@@ -154,12 +160,13 @@ def _redact_broken(parts: list[str]) -> list[str]:
             lo, hi = a + max(m.start() - starts[seg], 0), a + min(m.end() - starts[seg], b - a)
             if lo < hi:
                 pieces.append((k, lo, hi, not pieces))
-        if pieces[0][0] != pieces[-1][0] and SECRET_PATTERN.fullmatch(
-                parts[pieces[0][0]], pieces[0][1], pieces[0][2]):
+        k, lo, hi, _ = pieces[0]
+        if pieces[-1][0] != k and SECRET_PATTERN.fullmatch(parts[k], lo, hi) and not (
+                parts[k].startswith("sk-ant-", lo) and hi - lo < ANTHROPIC_KEY_CHARS):
             # a whole key at the end of one string of a list: what the next string starts
-            # with is another value, not the rest of the key (that is only looked for in a
-            # string whose piece is too short to be a key)
-            pieces = [p for p in pieces if p[0] == pieces[0][0]]
+            # with is another value, not the rest of the key (that is looked for only after
+            # a piece too short to be a key, or shorter than an Anthropic key)
+            pieces = [p for p in pieces if p[0] == k]
         cuts.extend(pieces)
     out = list(parts)
     for k, lo, hi, first in sorted(cuts, reverse=True):
