@@ -62,6 +62,15 @@ The load average is printed first.
    at most :data:`IMPORT_TARGET_MS` ms (``jsonschema`` and ``pydantic`` load when a tool or an
    output model first needs them).
 
+8. **AgentDojo's tasks** (when the extra ``.[agentdojo]`` is installed): every user task of
+   its four suites replayed from its ground truth, one call a reply, through
+   ``run_production`` and through AgentDojo's own tool loop (``ToolsExecutionLoop``), the same
+   tools and results on fresh copies of the same environments
+   (:mod:`primer.harness.evals.agentdojo.timing`); µs per model call, the sides in turn, each
+   judged on its fastest round of CPU time. Target: at most :data:`AGENTDOJO_RATIO_TARGET`
+   times AgentDojo's loop. Printed beside: the tools' own work alone (AgentDojo's runtime and
+   its YAML), which both sides pay.
+
 The tables give each variant's median wall and CPU µs per step over the rounds and its
 fastest round's CPU µs (the judged figure). What limits them: the overhead includes the
 tool's argument validation, building the reply and result blocks, the characters/4 token
@@ -104,6 +113,7 @@ TRACE_TARGET_US = 25.0
 CHECKPOINT_GROWTH_TARGET = 1.3
 FANOUT_TARGET = 1.05
 FANOUT_SIZES = (1, 2, 4, 8, 16, 32)
+AGENTDOJO_RATIO_TARGET = 2.0
 #: Runs of the hand-written loop (some 15 times faster than ``run_production``) per timed
 #: round, so that its rounds last about as long as the harness's.
 HAND_RUNS = 10
@@ -438,6 +448,27 @@ def peak_memory_mib(steps: int = 1_000) -> float:
     return peak / 2**20
 
 
+def _agentdojo(rounds: int, suites: tuple[str, ...] | None = None) -> bool:
+    """Item 8; ``suites`` (default all four) to replay. Skipped without the extra."""
+    try:
+        from primer.harness.evals.agentdojo import timing
+        from primer.harness.evals.agentdojo.world import require_agentdojo
+
+        require_agentdojo()
+    except ImportError as e:
+        print(f"AgentDojo's tasks: skipped ({e})", flush=True)
+        return True
+    suites = suites or timing.BENCH_SUITES
+    figures = timing.side_by_side(rounds, suites)
+    ours, theirs, tools = (min(figures[k]) for k in ("primer", "agentdojo", "tools"))
+    print(f"AgentDojo's tasks ({', '.join(suites)}: every user task's ground "
+          f"truth one call a reply, the same tools; {rounds} rounds side by side; µs per model "
+          f"call, fastest round's CPU): run_production {ours:.0f}, AgentDojo's tool loop "
+          f"{theirs:.0f}, the tools' own work alone {tools:.0f}", flush=True)
+    return _line("run_production vs AgentDojo's own tool loop", ours / theirs,
+                 AGENTDOJO_RATIO_TARGET)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``bench`` sub-command to ``subparsers`` (an argparse sub-parsers action)."""
     p = subparsers.add_parser(
@@ -678,6 +709,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} (1, 5, 15 min; wall figures include waiting for a CPU)", flush=True)
     ok = _overhead(rounds)
+    ok &= _agentdojo(min(rounds, 5), ("banking", "slack") if args.quick else None)
     with tempfile.TemporaryDirectory(prefix="primer-bench-") as scratch:
         ok &= _trace(rounds, scratch)
         ok &= _checkpoints(rounds, scratch)
