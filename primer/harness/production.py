@@ -77,7 +77,10 @@ def run_production(llm: LLM, task: str, tools: ToolRegistry | Iterable[Tool] = (
     that returns only after it too, never as a late success): on the main thread a timer
     interrupts it, elsewhere it is abandoned on a worker thread. A tool holding the GIL in C
     code cannot be interrupted and holds the run until it returns: run it with
-    :func:`~primer.harness.timeouts.run_in_subprocess`. Raises what ``run_agent`` raises,
+    :func:`~primer.harness.timeouts.run_in_subprocess`. With ``cancel`` each call runs on a
+    thread of its own (:func:`~primer.loop.steps.run_watched`), so its limit is kept the
+    second way, and a cancel kills a subprocess tool's process and cancels an MCP request
+    (:func:`~primer.harness.allowance.cancel_requested`). Raises what ``run_agent`` raises,
     and ``TypeError`` for hooks that are not ``Hooks``.
     """
     state, writer = start_production(llm, task, tools, system=system, config=config,
