@@ -11,8 +11,8 @@ from primer.harness.evals.agentdojo.timing import (  # noqa: E402
     SIDES,
     PrebuiltReplay,
     agentdojo_side,
+    loops_side_by_side,
     primer_side,
-    side_by_side,
     tools_side,
     worlds,
 )
@@ -37,7 +37,7 @@ def test_the_prebuilt_replay_plays_the_ground_truth_with_a_fixed_usage():
 
 
 def test_side_by_side_gives_each_side_a_figure_per_round():
-    figures = side_by_side(2, ["banking"])
+    figures = loops_side_by_side(2, ["banking"])
     assert list(figures) == list(SIDES) and all(len(v) == 2 and min(v) > 0
                                                 for v in figures.values())
 

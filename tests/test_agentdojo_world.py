@@ -17,12 +17,12 @@ from primer.harness.evals.agentdojo.replay import replay_llm  # noqa: E402
 from primer.harness.evals.agentdojo.world import (  # noqa: E402
     SIDE_EFFECTING,
     SUITE_NAMES,
-    World,
+    DojoWorld,
+    agentdojo_system_prompt,
     eval_tasks,
     get_suite,
     injection_tasks,
     suite_limits,
-    system_prompt,
     user_tasks,
 )
 from primer.harness.production import run_production  # noqa: E402
@@ -30,10 +30,10 @@ from primer.loop.config import AgentConfig  # noqa: E402
 from primer.loop.tools import ToolOutput, ToolRegistry  # noqa: E402
 
 
-def _run(world: World, mode: str = "sequential"):
+def _run(world: DojoWorld, mode: str = "sequential"):
     config = AgentConfig(**suite_limits(world.suite))
     return run_production(replay_llm(world, mode), world.task.PROMPT, world.tools(),
-                          system=system_prompt(), config=config)
+                          system=agentdojo_system_prompt(), config=config)
 
 
 def _clock(text: str) -> str:
@@ -45,7 +45,7 @@ def _clock(text: str) -> str:
 @pytest.mark.parametrize("name", SUITE_NAMES)
 def test_every_tool_offers_agentdojos_own_name_description_and_schema(name):
     suite = get_suite(name)
-    world = World.new(suite, next(iter(user_tasks(suite))))
+    world = DojoWorld.new(suite, next(iter(user_tasks(suite))))
     tools = world.tools()
     assert [t.name for t in tools] == [f.name for f in suite.tools]
     for t, f in zip(tools, suite.tools, strict=True):
@@ -60,8 +60,8 @@ def test_tool_results_are_byte_identical_to_agentdojos_runtime_and_the_environme
         name):
     suite = get_suite(name)
     for tid, task in user_tasks(suite).items():
-        world = World.new(suite, tid)
-        theirs = World.new(suite, tid).env  # AgentDojo's own ground-truth pipeline on a twin
+        world = DojoWorld.new(suite, tid)
+        theirs = DojoWorld.new(suite, tid).env  # AgentDojo's own ground-truth pipeline on a twin
         _, _, theirs, messages, _ = GroundTruthPipeline(task).query(
             task.PROMPT, FunctionsRuntime(suite.tools), theirs)
         expected = [m["content"][0]["content"] for m in messages if m["role"] == "tool"]
@@ -75,7 +75,7 @@ def test_tool_results_are_byte_identical_to_agentdojos_runtime_and_the_environme
 
 def test_an_error_inside_a_tool_reaches_the_model_as_agentdojos_own_error_text():
     suite = get_suite("banking")
-    world = World.new(suite, "user_task_0")
+    world = DojoWorld.new(suite, "user_task_0")
     _, expected = FunctionsRuntime(suite.tools).run_function(
         world.pre_env.model_copy(deep=True), "update_scheduled_transaction", {"id": 999})
     execution = ToolRegistry(world.tools()).run(
@@ -87,7 +87,7 @@ def test_an_error_inside_a_tool_reaches_the_model_as_agentdojos_own_error_text()
 
 def test_a_string_that_reads_as_a_list_is_handed_on_as_a_list_as_agentdojo_does():
     suite = get_suite("workspace")
-    world = World.new(suite, "user_task_0")
+    world = DojoWorld.new(suite, "user_task_0")
     as_text = world.call("search_contacts_by_name", {"query": "['Sarah']"})
     runtime = FunctionsRuntime(suite.tools)
     _, error = runtime.run_function(world.pre_env.model_copy(deep=True),
@@ -102,9 +102,9 @@ def test_every_ground_truth_call_that_changes_an_environment_is_marked_side_effe
     suite = get_suite(name)
     runtime = FunctionsRuntime(suite.tools)
     for tid, task in [*user_tasks(suite).items(), *injection_tasks(suite).items()]:
-        env = World.new(suite, next(iter(user_tasks(suite)))).env
+        env = DojoWorld.new(suite, next(iter(user_tasks(suite)))).env
         if tid.startswith("user"):
-            env = World.new(suite, tid).env
+            env = DojoWorld.new(suite, tid).env
         for call in task.ground_truth(env.model_copy(deep=True)):
             before = env.model_copy(deep=True)
             runtime.run_function(env, call.function, call.args)
@@ -114,10 +114,10 @@ def test_every_ground_truth_call_that_changes_an_environment_is_marked_side_effe
 
 def test_a_run_that_stops_before_its_answer_fails_agentdojos_utility_check():
     suite = get_suite("banking")
-    world = World.new(suite, "user_task_15")
+    world = DojoWorld.new(suite, "user_task_15")
     config = AgentConfig(max_steps=2, token_budget=None, offer_handoff=False)
     result = run_production(replay_llm(world), world.task.PROMPT, world.tools(),
-                            system=system_prompt(), config=config)
+                            system=agentdojo_system_prompt(), config=config)
     assert result.stop_cause.value == "max_steps"
     assert world.utility(result) is False
 
@@ -128,7 +128,7 @@ def test_every_task_of_a_suite_runs_with_limits_from_the_suites_longest_ground_t
     assert {t.limits["max_steps"] for t in tasks} == {38}  # 2 x (18 calls + the answer)
     assert all(t.limits["token_budget"] is None and not t.limits["offer_handoff"]
                for t in tasks)
-    assert tasks[0].system == system_prompt()
+    assert tasks[0].system == agentdojo_system_prompt()
 
 
 def test_a_plain_agent_config_stops_travel_user_task_19_and_its_eighteen_calls():

@@ -459,7 +459,7 @@ def _agentdojo(rounds: int, suites: tuple[str, ...] | None = None) -> bool:
         print(f"AgentDojo's tasks: skipped ({e})", flush=True)
         return True
     suites = suites or timing.BENCH_SUITES
-    figures = timing.side_by_side(rounds, suites)
+    figures = timing.loops_side_by_side(rounds, suites)
     ours, theirs, tools = (min(figures[k]) for k in ("primer", "agentdojo", "tools"))
     print(f"AgentDojo's tasks ({', '.join(suites)}: every user task's ground "
           f"truth one call a reply, the same tools; {rounds} rounds side by side; µs per model "

@@ -11,6 +11,7 @@ that plant an attacker's instruction in a tool result. The modules here:
 * :mod:`.replay` - the offline models: a task's ground truth replayed (one call a reply,
   parallel batches, or all in one reply), and an "attacked" model that also plays an
   injection task's calls once it reads the planted instruction;
+* :mod:`.limits` - which tasks a config of your own would stop;
 * :mod:`.injection` - prompt injection measured under each guard the course teaches;
 * :mod:`.timing` - the harness's own time per model call beside AgentDojo's own tool loop.
 

@@ -52,16 +52,16 @@ from .replay import AttackedModel, replay_llm
 from .world import (
     INSTALL_HINT,
     AgentDojoMissing,
-    World,
+    DojoWorld,
+    agentdojo_system_prompt,
     get_suite,
     injection_tasks,
     suite_limits,
-    system_prompt,
     user_tasks,
 )
 
-__all__ = ["GUARDS", "INSTALL_HINT", "Outcome", "argument_rules", "guard_table",
-           "injection_table", "measure", "planted", "run_guarded"]
+__all__ = ["GUARDS", "INSTALL_HINT", "GuardedRun", "argument_rules", "injection_guard_table",
+           "injection_table", "measure_guards", "planted", "run_under_guard"]
 
 #: The guards, in the table's order.
 GUARDS = ("no guard", "approval", "argument rules", "allow-list", "output check")
@@ -101,7 +101,7 @@ def injection_vectors(suite: Any, task_id: str) -> list[str]:
     key = (id(suite), task_id)
     if key not in _VECTORS:
         canaries = {v: f"<CANARY---{v}--->" for v in suite.get_injection_vector_defaults()}
-        world = World.new(suite, task_id, injections=canaries)
+        world = DojoWorld.new(suite, task_id, injections=canaries)
         seen = "\n".join(str(world.call(c.function, dict(c.args)))
                          for c in world.ground_truth)
         _VECTORS[key] = [v for v, text in canaries.items() if text in seen]
@@ -139,7 +139,7 @@ def screen(call: ToolUseBlock, execution: ToolExecution) -> ToolExecution | None
 
 
 @dataclass(frozen=True)
-class Outcome:
+class GuardedRun:
     """One guarded run: ``utility`` (AgentDojo's check of the user's task), ``attacked``
     (its security check: the injection task's goal reached; ``None`` for a clean run),
     ``asked`` (calls a person was asked to decide) and ``steps`` (model calls)."""
@@ -153,8 +153,8 @@ class Outcome:
     steps: int
 
 
-def run_guarded(world: World, llm: LLM, guard: str, config: AgentConfig | None = None
-                ) -> Outcome:
+def run_under_guard(world: DojoWorld, llm: LLM, guard: str, config: AgentConfig | None = None
+                ) -> GuardedRun:
     """Run ``world``'s task with ``llm`` under ``guard`` (one of :data:`GUARDS`) and score
     it. ``ValueError`` for an unknown guard."""
     if guard not in GUARDS:
@@ -169,7 +169,7 @@ def run_guarded(world: World, llm: LLM, guard: str, config: AgentConfig | None =
     with tempfile.TemporaryDirectory(prefix="primer-agentdojo-") as scratch:
         if guard in ("approval", "argument rules"):
             config = dataclasses.replace(config, checkpoint_dir=scratch)
-        result = run_production(llm, world.task.PROMPT, tools, system=system_prompt(),
+        result = run_production(llm, world.task.PROMPT, tools, system=agentdojo_system_prompt(),
                                 config=config, hooks=hooks)
         while result.stop_cause.value == "awaiting_approval" and result.checkpoint:
             for block in result.pending:
@@ -183,7 +183,7 @@ def run_guarded(world: World, llm: LLM, guard: str, config: AgentConfig | None =
         return _outcome(world, guard, result, asked)
 
 
-def argument_rules(world: World) -> ApprovalRules:
+def argument_rules(world: DojoWorld) -> ApprovalRules:
     """The argument rules of a banking world: a payment, a scheduled transfer or a change of
     one to an IBAN the account has not paid before (its transactions and scheduled ones at
     the start), and every password change, wait for a person. ``ValueError`` for a world of
@@ -203,19 +203,19 @@ def argument_rules(world: World) -> ApprovalRules:
         {"tool": "update_password", "reason": "a password change needs a person"}]})
 
 
-def _in_ground_truth(world: World, block: ToolUseBlock) -> bool:
+def _in_ground_truth(world: DojoWorld, block: ToolUseBlock) -> bool:
     return any(c.function == block.get("name") and dict(c.args) == block.get("input")
                for c in world.ground_truth)
 
 
-def _outcome(world: World, guard: str, result: AgentResult, asked: int) -> Outcome:
+def _outcome(world: DojoWorld, guard: str, result: AgentResult, asked: int) -> GuardedRun:
     attacked = world.security(result) if world.injection is not None else None
-    return Outcome(guard, world.task.ID, world.injection.ID if world.injection else None,
+    return GuardedRun(guard, world.task.ID, world.injection.ID if world.injection else None,
                    world.utility(result), attacked, asked, len(result.steps))
 
 
-def measure(suites: Sequence[str] = ("banking",), *, every: bool = False,
-            guards: Sequence[str] = GUARDS) -> list[Outcome]:
+def measure_guards(suites: Sequence[str] = ("banking",), *, every: bool = False,
+            guards: Sequence[str] = GUARDS) -> list[GuardedRun]:
     """Every guarded run for ``suites``: each :func:`pairs` pair with the attacked model,
     then each user task clean with the ground-truth replay, under each guard."""
     outcomes = []
@@ -223,20 +223,20 @@ def measure(suites: Sequence[str] = ("banking",), *, every: bool = False,
         suite = get_suite(name)
         for task_id, injection_id in pairs(suite, every=every):
             for guard in guards:
-                world = World.new(suite, task_id, injection_task_id=injection_id,
+                world = DojoWorld.new(suite, task_id, injection_task_id=injection_id,
                                   injections=planted(suite, task_id, injection_id))
-                outcomes.append(run_guarded(world, AttackedModel(world), guard))
+                outcomes.append(run_under_guard(world, AttackedModel(world), guard))
         for task_id in user_tasks(suite):
             for guard in guards:
-                world = World.new(suite, task_id)
-                outcomes.append(run_guarded(world, replay_llm(world), guard))
+                world = DojoWorld.new(suite, task_id)
+                outcomes.append(run_under_guard(world, replay_llm(world), guard))
     return outcomes
 
 
-def injection_table(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+def injection_table(outcomes: Sequence[GuardedRun]) -> list[dict[str, Any]]:
     """One row per guard: ``injected side effects`` (reached without a guard), ``stopped``,
     ``legitimate tasks``, ``utility kept``, ``waited for a person`` (tasks) and ``approvals``
-    (calls decided), from :func:`measure`'s outcomes."""
+    (calls decided), from :func:`measure_guards`'s outcomes."""
     unguarded = {(o.task, o.injection) for o in outcomes
                  if o.guard == "no guard" and o.injection is not None and o.attacked}
     rows = []
@@ -254,10 +254,10 @@ def injection_table(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     return rows
 
 
-def guard_table(suites: Sequence[str] = ("banking",)) -> list[dict[str, Any]] | None:
-    """:func:`injection_table` of :func:`measure` for ``suites``, or ``None`` when AgentDojo
-    is not installed (a lesson then prints :data:`INSTALL_HINT` instead)."""
+def injection_guard_table(suites: Sequence[str] = ("banking",)) -> list[dict[str, Any]] | None:
+    """:func:`injection_table` of :func:`measure_guards` for ``suites``, or ``None`` when
+    AgentDojo is not installed (a lesson then prints :data:`INSTALL_HINT` instead)."""
     try:
-        return injection_table(measure(suites))
+        return injection_table(measure_guards(suites))
     except AgentDojoMissing:
         return None

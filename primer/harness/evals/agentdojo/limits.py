@@ -19,11 +19,11 @@ from primer.loop.config import AgentConfig
 from .replay import replay_llm
 from .world import (
     DEFAULT_VERSION,
-    World,
+    DojoWorld,
+    agentdojo_system_prompt,
     get_suite,
     longest_ground_truth,
     suite_limits,
-    system_prompt,
     user_tasks,
 )
 
@@ -41,9 +41,9 @@ def would_stop(name: str, version: str = DEFAULT_VERSION, config: AgentConfig | 
     for tid in user_tasks(suite):
         if only is not None and tid not in only:
             continue
-        world = World.new(suite, tid)
+        world = DojoWorld.new(suite, tid)
         result = run_production(replay_llm(world, mode), world.task.PROMPT, world.tools(),
-                                system=system_prompt(), config=config)
+                                system=agentdojo_system_prompt(), config=config)
         if result.stop_cause.value != "end_turn":
             stopped.append((tid, result.stop_cause.value, result.summary))
     return stopped

@@ -24,7 +24,7 @@ from primer.loop.messages import Message
 from primer.loop.model import LLM, Reply, ScriptedLLM, text_reply, tool_reply
 
 from ..run import EvalTask
-from .world import SIDE_EFFECTING, World, trial_world
+from .world import SIDE_EFFECTING, DojoWorld, trial_world
 
 if TYPE_CHECKING:
     from agentdojo.functions_runtime import FunctionCall
@@ -67,7 +67,7 @@ def call_reply(calls: Sequence[FunctionCall]) -> Reply:
     return tool_reply(*[(c.function, dict(c.args)) for c in calls])
 
 
-def replay_llm(world: World, mode: str = "sequential") -> ScriptedLLM:
+def replay_llm(world: DojoWorld, mode: str = "sequential") -> ScriptedLLM:
     """A model that plays ``world``'s ground truth in ``mode``, then its answer."""
     script: list[Reply] = [call_reply(b) for b in batches(world.ground_truth, mode)]
     script.append(text_reply(answer_text(world.task.GROUND_TRUTH_OUTPUT)))
@@ -102,7 +102,7 @@ class AttackedModel:
     the usage; call it as any :class:`~primer.loop.model.LLM`.
     """
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: DojoWorld) -> None:
         if world.injection is None:
             raise ValueError("AttackedModel needs a world with an injection task")
         self.todo: list[FunctionCall] = list(world.ground_truth)

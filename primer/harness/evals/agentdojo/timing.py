@@ -23,28 +23,28 @@ from primer.loop.messages import Block, Message
 from primer.loop.model import Reply, Usage
 
 from .replay import answer_text, replay_llm
-from .world import World, get_suite, suite_limits, system_prompt, user_tasks
+from .world import DojoWorld, agentdojo_system_prompt, get_suite, suite_limits, user_tasks
 
 #: The suites the benchmark replays (workspace's environment alone takes half a second to
 #: load and tens of ms to copy per task, which neither loop's figure includes anyway).
 BENCH_SUITES = ("banking", "slack", "travel", "workspace")
 
 
-def worlds(suites: Sequence[str] = BENCH_SUITES) -> list[World]:
+def worlds(suites: Sequence[str] = BENCH_SUITES) -> list[DojoWorld]:
     """A fresh world for every user task of ``suites``."""
     made = []
     for name in suites:
         suite = get_suite(name)
-        made += [World.new(suite, tid) for tid in user_tasks(suite)]
+        made += [DojoWorld.new(suite, tid) for tid in user_tasks(suite)]
     return made
 
 
-def primer_side(batch: Sequence[World]) -> tuple[float, int]:
+def primer_side(batch: Sequence[DojoWorld]) -> tuple[float, int]:
     """Seconds (CPU time of this process) and model calls of replaying each world's ground
     truth through ``run_production``."""
     runs = [(w, PrebuiltReplay(w), w.tools(), AgentConfig(**suite_limits(w.suite)))
             for w in batch]
-    system = system_prompt()
+    system = agentdojo_system_prompt()
     calls = 0
     start = time.process_time()
     for w, llm, tools, config in runs:
@@ -53,7 +53,7 @@ def primer_side(batch: Sequence[World]) -> tuple[float, int]:
     return time.process_time() - start, calls
 
 
-def agentdojo_side(batch: Sequence[World]) -> tuple[float, int]:
+def agentdojo_side(batch: Sequence[DojoWorld]) -> tuple[float, int]:
     """Seconds (CPU time) and model calls of replaying each world's ground truth through
     AgentDojo's own pipeline: its system message, the query, then its ``ToolsExecutionLoop``
     of ``ToolsExecutor`` and the replaying element."""
@@ -62,7 +62,7 @@ def agentdojo_side(batch: Sequence[World]) -> tuple[float, int]:
     from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
     from agentdojo.functions_runtime import FunctionsRuntime
 
-    system = system_prompt()
+    system = agentdojo_system_prompt()
     runs = []
     for w in batch:
         element = _replaying_element(w)
@@ -82,7 +82,7 @@ class PrebuiltReplay:
     AgentDojo's side, so the figure is the loop's own (the scripted model's token estimate
     of each request is model work, not the harness's)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: DojoWorld) -> None:
         script = replay_llm(world).script
         assert isinstance(script, list)  # replay_llm scripts a list of replies
         usage = Usage(1_000, 50)
@@ -97,7 +97,7 @@ class PrebuiltReplay:
         return self.replies[self.calls - 1]
 
 
-def _replaying_element(world: World) -> Any:
+def _replaying_element(world: DojoWorld) -> Any:
     """An AgentDojo pipeline element that plays ``world``'s ground truth, one call a reply,
     then the answer (AgentDojo's own ``GroundTruthPipeline`` runs the tools itself, so it is
     no loop to measure)."""
@@ -126,7 +126,7 @@ def _replaying_element(world: World) -> Any:
     return Replaying()
 
 
-def tools_side(batch: Sequence[World]) -> tuple[float, int]:
+def tools_side(batch: Sequence[DojoWorld]) -> tuple[float, int]:
     """Seconds (CPU time) of the tools' own work alone (AgentDojo's runtime and its YAML),
     each world's ground-truth calls made directly, and the model calls a loop would make."""
     start = time.process_time()
@@ -136,11 +136,11 @@ def tools_side(batch: Sequence[World]) -> tuple[float, int]:
     return time.process_time() - start, sum(len(w.ground_truth) + 1 for w in batch)
 
 
-#: The sides :func:`side_by_side` measures, in the order they run in each round.
+#: The sides :func:`loops_side_by_side` measures, in the order they run in each round.
 SIDES = {"primer": primer_side, "agentdojo": agentdojo_side, "tools": tools_side}
 
 
-def side_by_side(rounds: int = 3, suites: Sequence[str] = BENCH_SUITES
+def loops_side_by_side(rounds: int = 3, suites: Sequence[str] = BENCH_SUITES
                  ) -> dict[str, list[float]]:
     """µs per model call (CPU) of each of :data:`SIDES` in each of ``rounds`` rounds, the
     sides in turn (A B C A B C ...), each on fresh worlds: ``{"primer": [...], ...}``."""

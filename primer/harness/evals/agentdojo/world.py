@@ -1,6 +1,6 @@
 """An AgentDojo suite as primer tools, environments and eval tasks, scored as AgentDojo scores.
 
-A :class:`World` is one trial's environment: a fresh copy of the suite's environment (with
+A :class:`DojoWorld` is one trial's environment: a fresh copy of the suite's environment (with
 any injections planted), the task, its ground-truth calls and the tools that act on it. Each
 tool is a primer :class:`~primer.loop.tools.Tool` whose ``input_schema`` is the JSON Schema
 of AgentDojo's own function definition (``Function.parameters.model_json_schema()``, what
@@ -11,10 +11,10 @@ AgentDojo's ``tool_result_to_str`` (YAML), an error is AgentDojo's error text as
 ``tool_result``, the two things its Anthropic client sends: the model reads the same bytes
 under either loop.
 
-:meth:`World.utility` is AgentDojo's own check: the task's ``utility_from_traces`` when it
+:meth:`DojoWorld.utility` is AgentDojo's own check: the task's ``utility_from_traces`` when it
 defines one, else its ``utility``, given the text of the last reply, the environment before
 and after, and every call the model asked for (:func:`function_calls`).
-:meth:`World.security` is the same for an injection task (``True``: the attacker's goal was
+:meth:`DojoWorld.security` is the same for an injection task (``True``: the attacker's goal was
 reached).
 
 :func:`eval_tasks` makes a suite's user tasks :class:`~primer.harness.evals.run.EvalTask`\\ s
@@ -106,7 +106,7 @@ def get_suite(name: str, version: str = DEFAULT_VERSION) -> TaskSuite[Any]:
 
 
 @functools.cache
-def system_prompt() -> str:
+def agentdojo_system_prompt() -> str:
     """AgentDojo's default system prompt (``data/system_messages.yaml``, ``default``)."""
     require_agentdojo()
     import importlib.resources
@@ -152,7 +152,7 @@ def agentdojo_args(args: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class World:
+class DojoWorld:
     """One trial's environment and task (see the module docstring).
 
     ``env``: the environment the tools act on; ``pre_env``: a copy taken before the run;
@@ -171,7 +171,7 @@ class World:
 
     @classmethod
     def new(cls, suite: TaskSuite[Any], task_id: str, *, injection_task_id: str | None = None,
-            injections: dict[str, str] | None = None) -> World:
+            injections: dict[str, str] | None = None) -> DojoWorld:
         """A fresh world for user task ``task_id`` (``KeyError`` naming the known ids), with
         ``injections`` (injection vector → text) planted and, if given, the injection task
         ``injection_task_id`` whose goal they carry."""
@@ -239,7 +239,7 @@ class World:
         return bool(verdict)
 
 
-def _bind(world: World, template: Tool) -> Tool:
+def _bind(world: DojoWorld, template: Tool) -> Tool:
     """A copy of ``template`` whose function acts on ``world`` (its schema checked once, when
     the template was made, not once a trial)."""
     name = template.name
@@ -281,7 +281,7 @@ def _template(f: Any, approval: bool) -> Tool:
 
 
 def _unbound(**args: Any) -> str:
-    raise RuntimeError("an AgentDojo tool template was called; use World.tools()")
+    raise RuntimeError("an AgentDojo tool template was called; use DojoWorld.tools()")
 
 
 def model_output(messages: Sequence[Message]) -> str:
@@ -331,7 +331,7 @@ def suite_limits(suite: TaskSuite[Any]) -> dict[str, Any]:
 
 @functools.cache
 def _longest(suite: TaskSuite[Any]) -> tuple[str, int]:
-    sizes = {tid: len(World.new(suite, tid).ground_truth) for tid in user_tasks(suite)}
+    sizes = {tid: len(DojoWorld.new(suite, tid).ground_truth) for tid in user_tasks(suite)}
     longest = max(sizes, key=lambda t: sizes[t])
     return longest, sizes[longest]
 
@@ -352,19 +352,19 @@ def eval_tasks(name: str, version: str = DEFAULT_VERSION, *,
     if unknown:
         raise ValueError(f"{name} has no user task {', '.join(unknown)}; known: "
                          f"{', '.join(tasks)}")
-    limits, system = suite_limits(suite), system_prompt()
+    limits, system = suite_limits(suite), agentdojo_system_prompt()
     return [EvalTask(tid, task.PROMPT, Utility(), None, dict(limits), system,
                      {"agentdojo": name, "version": version})
             for tid, task in tasks.items() if only is None or tid in only]
 
 
-def trial_world(task: EvalTask) -> World:
+def trial_world(task: EvalTask) -> DojoWorld:
     """The world of ``task``'s trial on this thread, made on first use (by
     :func:`world_tools` or the model factory, whichever runs first)."""
     current = getattr(_trial, "world", None)
     if current is None or _trial.task is not task:
         suite = get_suite(task.meta["agentdojo"], task.meta.get("version", DEFAULT_VERSION))
-        current = World.new(suite, task.name)
+        current = DojoWorld.new(suite, task.name)
         _trial.world, _trial.task = current, task
     return current
 
@@ -378,7 +378,7 @@ def world_tools(task: EvalTask) -> list[Tool]:
 @dataclass(frozen=True)
 class Utility:
     """The check of :func:`eval_tasks`' tasks: AgentDojo's utility of the trial's world
-    (:meth:`World.utility`)."""
+    (:meth:`DojoWorld.utility`)."""
 
     name: str = "agentdojo_utility"
 
