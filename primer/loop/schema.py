@@ -16,7 +16,6 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, Literal, cast, get_type_hints
 
 import fastjsonschema
@@ -25,40 +24,12 @@ from .schema_safety import (
     SchemaRefused,
     TooCostly,
     checked_errors,
+    import_jsonschema,
     offline_registry,
     safe_validator_class,
     schema_refusal,
 )
 from .text import MAX_INPUT_DEPTH, JSONRefused, json_problem, parse_json, safe_repr
-
-#: Optional modules ``jsonschema`` imports to check string formats (``date-time``, ``iri``,
-#: ``uri-template``, ...). Input validation here never checks formats (``jsonschema``'s own
-#: default), so they are kept out while it is imported: ``rfc3987_syntax`` alone builds a
-#: parser for seconds at import, and all of them cost a quarter of a second.
-_FORMAT_MODULES = ("rfc3987_syntax", "rfc3987", "rfc3339_validator", "rfc3986_validator",
-                   "fqdn", "idna", "isoduration", "jsonpointer", "uri_template", "webcolors",
-                   "arrow")
-
-
-@functools.cache
-def import_jsonschema() -> ModuleType:
-    """``jsonschema``, imported on first use without its format checkers' modules (unless
-    something in this process imported it already). Its format checker then lacks the
-    formats those modules check; format checking is off in validation anyway."""
-    import sys
-
-    if "jsonschema" not in sys.modules:
-        hidden = [m for m in _FORMAT_MODULES if m not in sys.modules]
-        for m in hidden:
-            sys.modules[m] = None  # type: ignore[assignment]  # makes its import fail
-        try:
-            import jsonschema
-        finally:
-            for m in hidden:
-                del sys.modules[m]
-    import jsonschema.validators
-
-    return jsonschema
 
 #: A tool function with a parameter of this name receives the call's idempotency key from
 #: the harness; the parameter is not part of the ``input_schema`` the model sees.

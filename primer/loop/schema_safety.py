@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any, cast
 from urllib.parse import unquote
 
@@ -56,6 +57,36 @@ _PART_ONE = ("items", "additionalItems", "additionalProperties", "contains", "pr
              "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 _PART_LISTS = ("prefixItems", "items")
 _PART_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+
+
+#: Optional modules ``jsonschema`` imports to check string formats (``date-time``, ``iri``,
+#: ``uri-template``, ...). Input validation here never checks formats (``jsonschema``'s own
+#: default), so they are kept out while it is imported: ``rfc3987_syntax`` alone builds a
+#: parser for seconds at import, and all of them cost a quarter of a second.
+_FORMAT_MODULES = ("rfc3987_syntax", "rfc3987", "rfc3339_validator", "rfc3986_validator",
+                   "fqdn", "idna", "isoduration", "jsonpointer", "uri_template", "webcolors",
+                   "arrow")
+
+
+@functools.cache
+def import_jsonschema() -> ModuleType:
+    """``jsonschema``, imported on first use without its format checkers' modules (unless
+    something in this process imported it already). Its format checker then lacks the
+    formats those modules check; format checking is off in validation anyway."""
+    import sys
+
+    if "jsonschema" not in sys.modules:
+        hidden = [m for m in _FORMAT_MODULES if m not in sys.modules]
+        for m in hidden:
+            sys.modules[m] = None  # type: ignore[assignment]  # makes its import fail
+        try:
+            import jsonschema
+        finally:
+            for m in hidden:
+                del sys.modules[m]
+    import jsonschema.validators
+
+    return jsonschema
 
 
 class SchemaRefused(ValueError):
@@ -147,8 +178,6 @@ def _check_size(schema: dict[str, Any]) -> None:
 
 
 def _dialect(schema: dict[str, Any]) -> Any:
-    from .schema import import_jsonschema
-
     validators = import_jsonschema().validators
     cls = validators.validator_for(schema, default=None if "$schema" in schema else
                                    validators.Draft202012Validator)
@@ -365,8 +394,6 @@ def _additional_properties(original: Callable[..., Any]) -> Callable[..., Any]:
 def safe_validator_class(cls: Any) -> Any:
     """``cls`` (a jsonschema validator class) with its patterns run by RE2 and every keyword
     counted against :data:`MAX_KEYWORD_STEPS` (see :func:`checked_errors`)."""
-    from .schema import import_jsonschema
-
     keywords = dict(cls.VALIDATORS)
     keywords["pattern"] = _pattern
     keywords["patternProperties"] = _pattern_properties

@@ -78,7 +78,7 @@ from typing import Any
 
 from primer.harness.files import UnreadableFile, read_bounded
 from primer.loop.messages import tool_uses_of
-from primer.loop.schema import import_jsonschema
+from primer.loop.schema_safety import import_jsonschema
 from primer.loop.state import canonical_call
 from primer.loop.text import JSONRefused, parse_json
 
