@@ -9,7 +9,7 @@ import pytest
 from primer.loop.model import ScriptedLLM
 from primer.providers.api_options import (
     after_compaction,
-    compaction_edit,
+    requested_compaction,
     format_problem,
     output_config,
     summary_of,
@@ -54,11 +54,11 @@ def test_a_structured_answer_is_checked_against_its_schema():
 
 def test_a_compaction_trigger_must_count_input_tokens():
     with pytest.raises(ValueError, match=r"edits\.0\.trigger"):
-        compaction_edit({"context_management": {"edits": [
+        requested_compaction({"context_management": {"edits": [
             {"type": "compact_20260112", "trigger": {"type": "turns", "value": 3}}]}})
-    edit = compaction_edit({"context_management": {"edits": [{"type": "compact_20260112"}]}})
+    edit = requested_compaction({"context_management": {"edits": [{"type": "compact_20260112"}]}})
     assert trigger_tokens(edit) == 150_000
-    assert compaction_edit({}) is None
+    assert requested_compaction({}) is None
 
 
 def test_messages_before_the_last_compaction_block_are_dropped_and_its_summary_stands_in():

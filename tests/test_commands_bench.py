@@ -25,7 +25,7 @@ from primer.commands.bench import (
     scripted_llm,
     seconds_to_stop,
     side_by_side,
-    verdict,
+    judge_ratio,
 )
 from primer.harness.production import run_production
 
@@ -126,9 +126,9 @@ def test_a_variant_s_figures_come_from_its_rounds_and_targets_judge_the_fastest(
 
 
 def test_a_met_target_reads_ok_and_a_miss_says_how_far_off_it_is():
-    assert verdict(1.2, 1.2) == verdict(0.5, 1.2) == "ok"
-    assert verdict(1.26, 1.2) == "MISSED by 0.06x (1.26x vs <= 1.20x)"
-    assert verdict(30.6, 25, " µs", 1) == "MISSED by 5.6 µs (30.6 µs vs <= 25.0 µs)"
+    assert judge_ratio(1.2, 1.2) == judge_ratio(0.5, 1.2) == "ok"
+    assert judge_ratio(1.26, 1.2) == "MISSED by 0.06x (1.26x vs <= 1.20x)"
+    assert judge_ratio(30.6, 25, " µs", 1) == "MISSED by 5.6 µs (30.6 µs vs <= 25.0 µs)"
 
 
 def test_side_by_side_runs_the_variants_in_turn_and_a_fast_one_several_times_a_round():

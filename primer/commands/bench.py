@@ -492,7 +492,7 @@ def register(subparsers: Any) -> None:
 FASTEST_CPU = "fastest rounds, CPU time"
 
 
-def verdict(value: float, target: float, unit: str = "x", digits: int = 2) -> str:
+def judge_ratio(value: float, target: float, unit: str = "x", digits: int = 2) -> str:
     """``ok`` when ``value`` is at most ``target``, else how far off it is:
     ``MISSED by 0.06x (1.26x vs <= 1.20x)`` (``unit`` after each figure, ``digits``
     decimals)."""
@@ -515,7 +515,7 @@ def _line(text: str, value: float, target: float, basis: str = FASTEST_CPU,
     ok = value <= target
     also = f"; median wall {median:.{digits}f}{unit}" if median is not None else ""
     print(f"  {text}: {value:.{digits}f}{unit} ({basis}{also})  (target <= {target:g}{unit})  "
-          f"{verdict(value, target, unit, digits)}", flush=True)
+          f"{judge_ratio(value, target, unit, digits)}", flush=True)
     return ok
 
 
@@ -694,7 +694,7 @@ def _imports(quick: bool) -> bool:
     ok = ms <= IMPORT_TARGET_MS
     print(f"importing the core (primer.loop) over a bare interpreter: {ms:.0f} ms (fastest "
           f"of {starts} starts of each, in turn, CPU time)  (target <= {IMPORT_TARGET_MS:g} "
-          f"ms)  {verdict(ms, IMPORT_TARGET_MS, ' ms', 0)}", flush=True)
+          f"ms)  {judge_ratio(ms, IMPORT_TARGET_MS, ' ms', 0)}", flush=True)
     return ok
 
 
@@ -724,7 +724,7 @@ def run(args: argparse.Namespace) -> int:
         if n == 8:
             ok &= f.efficiency <= FANOUT_TARGET
             line += (f"  (target <= {FANOUT_TARGET})  "
-                     f"{verdict(f.efficiency, FANOUT_TARGET, digits=3)}")
+                     f"{judge_ratio(f.efficiency, FANOUT_TARGET, digits=3)}")
         print(line, flush=True)
 
     ok &= _async(rounds, args.quick)

@@ -124,7 +124,7 @@ def rebuilt(spec: Any) -> Exception:
         return RuntimeError(f"{name}: {' '.join(map(str, args))}")
 
 
-def answer(reply: Any) -> Any:
+def as_child_value(reply: Any) -> Any:
     """The value of a reply, or raise the exception it carries."""
     if not isinstance(reply, dict):
         raise RuntimeError("the checker closed the run (no reply to this call)")
@@ -141,7 +141,7 @@ def messenger(channel: Channel, run: int, op: str, name: str = "model"
         request = {"op": op, "run": run, "args": list(args), "kwargs": kwargs}
         if op == "tool":
             request["name"] = name
-        return answer(channel.ask(request))
+        return as_child_value(channel.ask(request))
 
     call.__name__ = call.__qualname__ = name
     return call

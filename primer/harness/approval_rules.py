@@ -62,7 +62,7 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Rule:
+class ArgumentRule:
     """Calls of ``tool`` whose arguments meet every condition of ``when`` need a person,
     for ``reason`` (said to the person and recorded with the pause)."""
 
@@ -77,14 +77,14 @@ class Rule:
 
 @dataclass(frozen=True)
 class ApprovalRules:
-    """A versioned rule set (:class:`Rule` s), built from data with :meth:`from_dict`.
+    """A versioned rule set (:class:`ArgumentRule` s), built from data with :meth:`from_dict`.
 
     ``version``: any non-empty text that changes whenever the rules do; a pause records it.
     Raises ``ValueError`` naming the rule and field at fault for rules that are not usable.
     """
 
     version: str
-    rules: tuple[Rule, ...]
+    rules: tuple[ArgumentRule, ...]
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, str) or not self.version.strip():
@@ -125,7 +125,7 @@ class ApprovalRules:
                     if op in ("in", "not in") and not isinstance(value, list):
                         raise ValueError(f"{where} ({tool}): {op!r} needs a list of values")
                     conditions.append(Condition(argument, op, value))
-            rules.append(Rule(tool, tuple(conditions), reason.strip()))
+            rules.append(ArgumentRule(tool, tuple(conditions), reason.strip()))
         return cls(data.get("version"), tuple(rules))  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@
   cannot be constrained, so :func:`format_problem` checks its answer against the schema
   and the server fails the call (a broken script, never a reply) when it does not match;
 - server-side compaction: the beta ``context_management`` edit ``compact_20260112``
-  (:func:`compaction_edit`). When the prompt passes the edit's trigger (input tokens,
+  (:func:`requested_compaction`). When the prompt passes the edit's trigger (input tokens,
   150,000 by default, as the SDK documents), the reply starts with a ``compaction``
   block that summarises the conversation; with ``pause_after_compaction`` the reply is that
   block alone, with ``stop_reason`` ``compaction``. In later requests the messages before
@@ -76,7 +76,7 @@ def format_problem(text: str, schema: dict[str, Any]) -> str | None:
                                       f"{error.message}"
 
 
-def compaction_edit(body: dict[str, Any]) -> dict[str, Any] | None:
+def requested_compaction(body: dict[str, Any]) -> dict[str, Any] | None:
     """The request's ``compact_20260112`` edit (``None`` when it has none), after checking
     ``context_management``; ``ValueError`` naming the field when malformed."""
     cm = body.get("context_management")

@@ -298,7 +298,7 @@ class FakeModelServer:
         _reject(request_problems(body, messages=messages))
         thinking = self._thinking(body, messages)
         try:
-            schema, edit = api_options.output_config(body), api_options.compaction_edit(body)
+            schema, edit = api_options.output_config(body), api_options.requested_compaction(body)
         except ValueError as e:
             raise RequestError(400, str(e)) from None
         reply = self._reply(system, messages, tools, body, edit, schema)
