@@ -168,3 +168,13 @@ def test_primer_eval_says_in_one_line_what_an_agentdojo_option_needs(capsys):
     assert "give one" in capsys.readouterr().err
     assert main(["eval", "--agentdojo", "shopping", "--no-progress"]) == 2
     assert "unknown AgentDojo suite 'shopping'" in capsys.readouterr().err
+
+
+def test_the_limits_report_names_the_step_limit_and_the_token_budget_that_stop_a_task():
+    from primer.harness.evals.agentdojo.limits import limits_report
+
+    report = limits_report("travel", only=["user_task_19"])
+    assert "max_steps=38" in report and "travel/user_task_19: 18 calls" in report
+    assert "  travel/user_task_19: max_steps" in report
+    assert "token_budget alone (by the course's estimate) would stop 1 task: " \
+           "travel/user_task_19 (token_budget)" in report

@@ -59,14 +59,24 @@ def limits_report(name: str, version: str = DEFAULT_VERSION,
     lines = [f"limits: every {name} task ran with max_steps={limits['max_steps']} (twice the "
              f"{calls + 1} model calls of the suite's longest ground truth, {name}/{longest}: "
              f"{calls} calls and the answer), no token budget, no handoff_to_human tool"]
-    stopped = would_stop(name, version, only=only)
     plain = AgentConfig()
+    stopped = would_stop(name, version, only=only)
+    head = (f"a plain AgentConfig() (max_steps={plain.max_steps}, token_budget="
+            f"{plain.token_budget:,})")
     if not stopped:
-        lines.append(f"a plain AgentConfig() (max_steps={plain.max_steps}, token_budget="
-                     f"{plain.token_budget:,}) stops none of these tasks' ground truth")
+        lines.append(f"{head} stops none of these tasks' ground truth")
     else:
-        lines.append(f"a plain AgentConfig() (max_steps={plain.max_steps}, token_budget="
-                     f"{plain.token_budget:,}) would stop the ground truth, replayed one call "
-                     f"a reply, of {len(stopped)} task{'s' if len(stopped) != 1 else ''}:")
+        lines.append(f"{head} would stop the ground truth, replayed one call a reply, of "
+                     f"{_tasks(len(stopped))}:")
         lines += [f"  {name}/{tid}: {cause}" for tid, cause, _ in stopped]
+    lifted = replace(plain, offer_handoff=False, max_steps=10_000)
+    budget = would_stop(name, version, lifted, only=only)
+    if budget:
+        lines.append(f"with max_steps out of the way, its token_budget alone (by the course's "
+                     f"estimate) would stop {_tasks(len(budget))}: "
+                     + ", ".join(f"{name}/{tid} ({cause})" for tid, cause, _ in budget))
     return "\n".join(lines)
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task{'s' if n != 1 else ''}"
