@@ -162,7 +162,9 @@ class StopPress:
         threading.Thread(target=press, daemon=True).start()
 
     def seconds_to(self, end: float) -> float:
+        """Seconds from the press to ``end`` (printed: ``pytest -s`` shows each figure)."""
         assert self.at is not None, "stop was never pressed"
+        print(f"\ntime to stop: {end - self.at:.3f} s")
         return end - self.at
 
 
@@ -370,6 +372,7 @@ def _stream_until_stop(model_for, run):
         server.slow_next_stream(0.05)
         result = run(model_for(server), cancel, on_event)
         took = time.monotonic() - at[0]
+        print(f"\ntime to stop: {took:.3f} s")
         deadline = time.monotonic() + 5
         while server.streams_closed_early == 0 and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -508,12 +508,12 @@ def run_watched(state: RunState, block: ToolUseBlock, cancel: CancelSignal,
     """``runner(block)`` (default: the run's) on a daemon thread of its own, with this
     thread's ``contextvars``, while this thread reads ``cancel`` every
     :data:`CANCEL_POLL_S` seconds. Once it is set the call has :data:`CANCEL_GRACE_S` to
-    end: a call that ends with a success keeps its result; one that failed, or still runs
-    (its thread abandoned: a thread cannot be stopped), is answered as ``cancelled``
-    (:func:`~primer.loop.result.cancelled_while_running`). So a running call holds a
-    cancelled run at most ``CANCEL_POLL_S + CANCEL_GRACE_S`` (0.27 s) after the signal.
-    What the runner raises (a ``BaseException``: runners answer failures as results) is
-    raised here."""
+    end: a call that ends with a success keeps its result; one that failed with the signal
+    set, or still runs (its thread abandoned: a thread cannot be stopped), is answered as
+    ``cancelled`` (:func:`~primer.loop.result.cancelled_while_running`). So a running call
+    holds a cancelled run at most ``CANCEL_POLL_S + CANCEL_GRACE_S`` (0.27 s) after the
+    signal. What the runner raises (a ``BaseException``: runners answer failures as
+    results) is raised here."""
     run = runner or state.inputs.runner
     done, context = threading.Event(), contextvars.copy_context()
     box: list[Any] = []
@@ -538,7 +538,7 @@ def run_watched(state: RunState, block: ToolUseBlock, cancel: CancelSignal,
     outcome = box[0]
     if isinstance(outcome, BaseException):
         raise outcome
-    if noticed and outcome.is_error:
+    if (noticed or cancel.is_set()) and outcome.is_error:  # (it may have seen it first)
         return cancelled_while_running(state, block, stopped=True)
     return cast(ToolExecution, outcome)
 
