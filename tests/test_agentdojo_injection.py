@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 pytest.importorskip("agentdojo")
@@ -103,3 +106,13 @@ def test_lesson_09s_table_of_the_banking_suite_under_each_guard():
         ("per-task tool allow-list", 8, 5, 16, 0, 0),
         ("output check on tool results", 8, 8, 16, 0, 0)]
     assert {r["legitimate tasks"] for r in rows.values()} == {16}
+
+
+def test_without_agentdojo_the_lessons_table_is_none_and_the_hint_says_how_to_install():
+    code = ("import sys; sys.modules['agentdojo'] = None\n"
+            "from primer.harness.evals.agentdojo.injection import INSTALL_HINT, "
+            "injection_guard_table\n"
+            "print(injection_guard_table(['banking'])); print(INSTALL_HINT)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == "None" and "pip install -e '.[agentdojo]'" in out[1]
