@@ -251,3 +251,40 @@ def test_the_async_model_sends_the_same_2x_options_and_goes_on_after_a_compactio
     assert first.headers["anthropic-beta"] == COMPACTION_BETA
     assert "compaction" in [s.reply.stop_reason for s in result.steps]
     assert result.stop_cause is StopCause.END_TURN and result.final_text == "Both sunny."
+
+
+# ---------------------------------------------------------------- the wrap-up at a limit
+
+
+def test_the_wrap_up_through_the_sdk_keeps_the_tools_and_sends_tool_choice_none():
+    """The API refuses tool_use blocks in a request that defines no tools; the local server
+    answers such a request with that 400 too."""
+    from primer.harness.request_check import TOOLS_REQUIRED, request_problems
+    from primer.loop.steps import WRAP_UP_OPENING
+
+    seen: list[dict] = []
+
+    def policy(messages):
+        last = messages[-1]["content"]
+        if any(b.get("type") == "text" and WRAP_UP_OPENING in b.get("text", "")
+               for b in last if isinstance(b, dict)):
+            return "Best effort: sunny."
+        return tool_reply(("weather", {"city": f"Oslo {len(messages)}"}))
+
+    with FakeModelServer(ScriptedLLM(policy)) as srv:
+        llm = ClaudeLLM("claude-test", client=client(srv))
+        original = llm.request
+
+        def spy(**kw):
+            body = original(**kw)
+            seen.append(body)
+            return body
+
+        llm.request = spy  # type: ignore[method-assign]
+        result = run_agent(llm, "Weather?", [weather],
+                           config=AgentConfig(max_steps=2, wrap_up=True))
+    assert result.stop_cause is StopCause.MAX_STEPS and result.wrapped_up
+    assert result.final_text == "Best effort: sunny."
+    assert seen[-1]["tool_choice"] == {"type": "none"} and seen[-1]["tools"]
+    stripped = {k: v for k, v in seen[-1].items() if k not in ("tools", "tool_choice")}
+    assert TOOLS_REQUIRED in request_problems(stripped)

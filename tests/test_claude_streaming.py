@@ -211,9 +211,11 @@ def test_a_changed_thinking_block_is_refused():
                          "input": {"order_id": "A123"}}]},
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                                   "content": "{}"}]}]
+        tools = [{"name": "get_order", "description": "Look an order up.",
+                  "input_schema": {"type": "object"}}]
         with pytest.raises(anthropic.BadRequestError, match="cannot be modified"):
             client.messages.create(model="m", max_tokens=2048, thinking=THINK,
-                                   messages=messages)
+                                   messages=messages, tools=tools)
 
 
 def test_redacted_thinking_is_kept_and_sent_back_as_it_came():

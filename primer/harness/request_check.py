@@ -114,8 +114,13 @@ def request_problems(body: Any, *, messages: list[Any] | None = None,
         problems.append("max_tokens: Input should be an integer greater than or equal to 1")
     problems.extend(_system_problems(body.get("system")))
     problems.extend(_tools_problems(body.get("tools")))
+    problems.extend(_tool_choice_problems(body.get("tool_choice")))
+    sent = body.get("messages") if messages is None else messages
     if messages is not None or "messages" in body:
-        problems.extend(messages_problems(body["messages"] if messages is None else messages))
+        problems.extend(messages_problems(sent))
+    if not problems and not body.get("tools") and "thread" not in body \
+            and _holds_tool_blocks(sent):
+        problems.append(TOOLS_REQUIRED)
     return problems
 
 
@@ -328,6 +333,30 @@ def _system_problems(system: Any) -> list[str]:
         if problem:
             out.append(f"system.{j}{problem}")
     return out
+
+
+#: The API's answer to a request whose history holds tool_use or tool_result blocks but that
+#: defines no tools (a tools-off call must keep the definitions and send tool_choice none).
+TOOLS_REQUIRED = ("Requests which include `tool_use` or `tool_result` blocks must define "
+                  "tools.")
+_TOOL_CHOICES = ("auto", "any", "tool", "none")
+
+
+def _holds_tool_blocks(messages: Any) -> bool:
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and isinstance(m.get("content"), list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+            for b in m["content"]) for m in messages)
+
+
+def _tool_choice_problems(choice: Any) -> list[str]:
+    if choice is None:
+        return []
+    if not isinstance(choice, dict) or choice.get("type") not in _TOOL_CHOICES:
+        return [f"tool_choice.type: Input should be one of {', '.join(map(repr, _TOOL_CHOICES))}"]
+    if choice["type"] == "tool" and not isinstance(choice.get("name"), str):
+        return ["tool_choice.tool.name: Field required"]
+    return []
 
 
 def _tools_problems(tools: Any) -> list[str]:

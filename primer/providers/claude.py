@@ -243,6 +243,9 @@ class ClaudeLLM:
         self.calls = 0
 
     _client_class: Any = anthropic.Anthropic
+    #: The wrap-up's tools-off call keeps the definitions (the API refuses ``tool_use``
+    #: blocks in a request that defines no tools) and sends ``tool_choice`` none.
+    takes_tool_choice = True
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={self.model!r}, cache_prefix={self.cache_prefix}, "
@@ -251,7 +254,8 @@ class ClaudeLLM:
                 f"compaction={self.compaction is not None})")
 
     def request(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                max_tokens: int | None = None) -> dict[str, Any]:
+                max_tokens: int | None = None,
+                tool_choice: dict[str, Any] | None = None) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for this prompt (no API call).
 
         ``effort`` and ``output_format`` go in ``output_config``; with ``compaction`` the
@@ -281,6 +285,8 @@ class ClaudeLLM:
             kwargs["betas"] = [COMPACTION_BETA]
         if tools:
             kwargs["tools"] = [dict(t) for t in tools]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = dict(tool_choice)
         if system:
             kwargs["system"] = system
         if self.cache_prefix:
@@ -292,10 +298,11 @@ class ClaudeLLM:
         return kwargs
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int, on_delta: DeltaSink | None = None) -> Reply:
+                 max_tokens: int, on_delta: DeltaSink | None = None,
+                 tool_choice: dict[str, Any] | None = None) -> Reply:
         self.calls += 1
         kwargs = self.request(system=system, messages=messages, tools=tools,
-                              max_tokens=max_tokens)
+                              max_tokens=max_tokens, tool_choice=tool_choice)
         messages_api = self.client.beta.messages if "betas" in kwargs else self.client.messages
         try:
             if not self.stream:
@@ -346,10 +353,11 @@ class AsyncClaudeLLM(ClaudeLLM):
 
     async def __call__(self, *, system: str, messages: list[Message],  # type: ignore[override]
                        tools: list[dict[str, Any]], max_tokens: int,
-                       on_delta: DeltaSink | None = None) -> Reply:
+                       on_delta: DeltaSink | None = None,
+                       tool_choice: dict[str, Any] | None = None) -> Reply:
         self.calls += 1
         kwargs = self.request(system=system, messages=messages, tools=tools,
-                              max_tokens=max_tokens)
+                              max_tokens=max_tokens, tool_choice=tool_choice)
         # the client this class builds (_client_class) or is given is an AsyncAnthropic
         client = cast(anthropic.AsyncAnthropic, self.client)
         messages_api: Any = client.beta.messages if "betas" in kwargs else client.messages
