@@ -31,7 +31,6 @@ import functools
 import json
 import os
 import random
-import shutil
 import signal
 import sys
 import tempfile
@@ -153,17 +152,16 @@ def run_trials(kill_points: int, seed: int, workdir: str | Path,
     os.environ[DELAY_ENV] = str(delay_s)
     warmups: list[float] = []
     try:
-        # One paused run; each trial starts from a copy of its checkpoint.
-        os.environ[LEDGER_ENV] = str(Path(workdir) / "template-ledger.sqlite")
-        paused = scenario.run(checkpoint_dir=str(Path(workdir) / "template"))
-        tool_use_id = paused.pending[0]["id"]
         for i in range(kill_points + WARMUPS):  # warm-up trials time an unkilled child
             trial = Path(workdir) / f"trial-{i:03d}"
             trial.mkdir(parents=True)
             os.environ[LEDGER_ENV] = str(trial / "ledger.sqlite")
             ledger = RefundLedger(trial / "ledger.sqlite")
-            checkpoint = trial / Path(paused.checkpoint or "run-001.jsonl").name
-            shutil.copyfile(paused.checkpoint or "", checkpoint)
+            # A run of its own per trial, paused before the refund: a copy of one paused
+            # journal would be refused (a journal resumes only as its own run, once).
+            paused = scenario.run(checkpoint_dir=str(trial))
+            tool_use_id = paused.pending[0]["id"]
+            checkpoint = Path(paused.checkpoint or "")
             start = time.perf_counter()
             pid = _fork_child(checkpoint, tool_use_id, broken)
             if len(warmups) < WARMUPS:
