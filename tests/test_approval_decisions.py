@@ -193,6 +193,17 @@ def test_an_edit_the_tools_input_schema_refuses_is_not_recorded(paused):
     assert _decision(paused) is None
 
 
+@pytest.mark.parametrize("amount", [float("inf"), float("nan"), 10**200])
+def test_an_edit_that_is_not_plain_json_is_refused_and_the_checkpoint_stays_usable(
+        paused, amount):
+    call_id = paused.pending[0]["id"]
+    with pytest.raises(ValueError, match="not plain JSON"):
+        edit(paused.checkpoint, call_id, {**paused.pending[0]["input"], "amount_usd": amount})
+    assert _decision(paused) is None
+    edit(paused.checkpoint, call_id, {**paused.pending[0]["input"], "amount_usd": 40.0})
+    assert _decision(paused) is not None
+
+
 def test_an_edit_the_live_tool_refuses_does_not_run(paused, tmp_path):
     call_id = paused.pending[0]["id"]
     edit(paused.checkpoint, call_id, {**paused.pending[0]["input"], "amount_usd": 25.0})

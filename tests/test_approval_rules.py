@@ -102,3 +102,10 @@ def test_an_argument_left_out_is_judged_at_its_default_and_without_one_the_call_
     no_amount = ApprovalRules.from_dict({"version": "1", "rules": [
         {"tool": "refund", "when": {"amount": {">": 100}}, "reason": "big"}]})
     assert no_amount.apply([refund])[0].needs_approval({"order": "R-1"}) == "big"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "100", None, True])
+def test_a_rule_whose_bound_cannot_compare_as_a_number_is_refused(value):
+    with pytest.raises(ValueError, match=r"approval rule 1 \(refund\): .*'>'"):
+        ApprovalRules.from_dict({"version": "1", "rules": [
+            {"tool": "refund", "when": {"amount": {">": value}}, "reason": "big"}]})

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from primer.loop.text import safe_repr
+from primer.loop.text import json_problem, safe_repr
 from primer.loop.tools import Tool
 
 #: The operators a condition may use, with what each computes (argument, value).
@@ -124,6 +124,14 @@ class ApprovalRules:
                                          f"{argument!r}; use one of {', '.join(OPERATORS)}")
                     if op in ("in", "not in") and not isinstance(value, list):
                         raise ValueError(f"{where} ({tool}): {op!r} needs a list of values")
+                    problem = json_problem(value)
+                    if problem is not None:  # NaN compares false: the rule would never fire
+                        raise ValueError(f"{where} ({tool}): the value for {op!r} is not "
+                                         f"plain JSON ({problem})")
+                    if op in ("<", "<=", ">", ">=") and (
+                            type(value) not in (int, float) or isinstance(value, bool)):
+                        raise ValueError(f"{where} ({tool}): {op!r} compares numbers; give a "
+                                         f"number, not {safe_repr(value)}")
                     conditions.append(Condition(argument, op, value))
             rules.append(ArgumentRule(tool, tuple(conditions), reason.strip()))
         return cls(data.get("version"), tuple(rules))  # type: ignore[arg-type]

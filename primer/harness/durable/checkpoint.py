@@ -44,6 +44,7 @@ from typing import Any
 
 from primer.harness.files import UnreadableFile, read_bounded
 from primer.loop.schema import SchemaCheck
+from primer.loop.text import json_problem
 
 from .journal import (
     DECISION_ACTIONS,
@@ -113,8 +114,13 @@ def edit(path: str | Path, tool_use_id: str, new_input: dict[str, Any], note: st
     again against the live tool at :func:`resume`); the decision stores the SHA-256 of the
     input the person saw and of ``new_input``, so only that input can run. The model is
     told a person changed the input. Same checks, ``approver``, ``expires_at`` and return
-    value as :func:`approve`; ``ValueError`` for input the schema refuses.
+    value as :func:`approve`; ``ValueError`` for input the schema refuses or that is not
+    plain JSON (NaN, infinities, integers past the limit), before anything is written.
     """
+    problem = json_problem(new_input, text=True)
+    if problem is not None:
+        raise ValueError(f"the edited input is not plain JSON ({problem}); nothing was "
+                         f"recorded. Give numbers as finite decimals, e.g. 40.0")
     return _decide(path, tool_use_id, "edit", note, approver, expires_at, new_input)
 
 
