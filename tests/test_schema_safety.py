@@ -148,3 +148,15 @@ def test_an_input_that_costs_too_many_checks_is_refused_with_a_message_not_a_han
     assert "costs more than 100 checks against input_schema" in t.input_errors({"x": [1] * 200})
     # outside a counted check (jsonschema used directly) nothing is counted
     assert list(t._check.validator.iter_errors({"x": [1] * 200})) == []
+
+
+@pytest.mark.parametrize("text", ["a\u00a0b", "a\u2028b", "a\x0bb", "a\u3000b", "a\ufeffb"])
+def test_backslash_s_in_a_pattern_is_ecma_262_whitespace_not_re2s_ascii_one(text):
+    assert not pattern_matches(r"^\S+$", text) and pattern_matches(r"^\S+$", "ab")
+    assert pattern_matches(r"^a\sb$", text)
+
+
+def test_a_dot_does_not_match_a_line_terminator_as_in_ecma_262():
+    assert not pattern_matches(r"^.+$", "a\rb") and pattern_matches(r"^.+$", "ab")
+    assert pattern_matches(r"^a\.b$", "a.b") and not pattern_matches(r"^a\.b$", "axb")
+    assert not pattern_matches(r"^[.]$", "x")

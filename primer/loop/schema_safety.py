@@ -102,6 +102,45 @@ def _re2() -> Any:
     return re2
 
 
+#: What ``\s`` matches in a JSON Schema pattern (ECMA-262's WhiteSpace and LineTerminator),
+#: as RE2 class members: RE2's own ``\s`` is ASCII whitespace only.
+_ECMA_SPACE = (r"\t\n\x0B\f\r \x{00A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
+               r"\x{202F}\x{205F}\x{3000}\x{FEFF}")
+#: What ``.`` matches in ECMA-262: anything but a line terminator.
+_ECMA_DOT = r"[^\n\r\x{2028}\x{2029}]"
+
+
+def ecma_to_re2(pattern: str) -> str:
+    """``pattern`` (ECMA-262 syntax, as JSON Schema's ``pattern`` is) with ``\\s``, ``\\S``
+    and ``.`` spelled as RE2 classes that match what they match in ECMA-262. RE2 reads the
+    rest alike. :class:`SchemaRefused` for ``\\S`` inside a class (RE2 cannot nest it)."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            elif nxt == "S" and not in_class:
+                out.append(f"[^{_ECMA_SPACE}]")
+            elif nxt == "S":
+                raise SchemaRefused(f"pattern {_shown(pattern)} uses \\S inside a character "
+                                    f"class; write the class without it")
+            else:
+                out.append(c + nxt)
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        elif c == "." and not in_class:
+            c = _ECMA_DOT
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_pattern(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (cached); :class:`SchemaRefused` when it is too long, too
@@ -114,7 +153,7 @@ def compile_pattern(pattern: str) -> Any:
     options.log_errors = False  # (RE2 would write each refusal to the process's stderr)
     options.max_mem = PATTERN_MEMORY_BYTES
     try:
-        return re2.compile(pattern, options)
+        return re2.compile(ecma_to_re2(pattern), options)
     except re2.error as e:
         why = e.args[0].decode("utf-8", "replace") if e.args and isinstance(
             e.args[0], bytes) else str(e)
