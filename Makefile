@@ -87,7 +87,7 @@ test: dev
 	$(MAKE) --no-print-directory site
 
 # Every notebook, or one: make notebooks N=05
-notebooks: venv
+notebooks: dev
 	$(BIN)/python scripts/run_notebooks.py $(N)
 
 figures: venv

@@ -82,7 +82,8 @@ try:
     from traitlets import default
 except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the interpreter
     sys.exit(f"run_notebooks.py: the module {_missing.name!r} is missing from {sys.executable}; "
-             f"run `make venv` in {ROOT} first (it creates .venv, which this script then uses)")
+             f"run `make dev` in {ROOT} first (it creates .venv with the test tools, which this "
+             f"script then uses)")
 
 KERNEL_NAME = "python3"
 KERNELSPEC = {"name": KERNEL_NAME, "display_name": "Python 3 (ipykernel)", "language": "python"}
