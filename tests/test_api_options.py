@@ -9,9 +9,9 @@ import pytest
 from primer.loop.model import ScriptedLLM
 from primer.providers.api_options import (
     after_compaction,
-    requested_compaction,
     format_problem,
     output_config,
+    requested_compaction,
     summary_of,
     trigger_tokens,
 )

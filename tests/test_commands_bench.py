@@ -18,6 +18,7 @@ from primer.commands.bench import (
     growth,
     hand_written_loop,
     import_ms,
+    judge_ratio,
     noop,
     note,
     overhead_us_per_step,
@@ -25,7 +26,6 @@ from primer.commands.bench import (
     scripted_llm,
     seconds_to_stop,
     side_by_side,
-    judge_ratio,
 )
 from primer.harness.production import run_production
 
