@@ -294,3 +294,38 @@ def test_an_assistant_turn_of_another_models_thinking_alone_is_sent_as_a_note():
                {"role": "assistant", "content": [thinking_block("only this", "sig")]},
                {"role": "user", "content": "go on"}]
     assert llm.sent_to(1, history)[1]["content"] == [text_block(FOREIGN_THINKING_NOTE)]
+
+
+def test_the_wrap_up_through_a_fallback_keeps_the_tools_when_every_model_takes_tool_choice():
+    from primer.loop.loop import run_agent
+    from primer.loop.tools import tool
+
+    @tool
+    def look(q: str) -> str:
+        """Look something up.
+
+        Args:
+            q: what to look up.
+        """
+        return "found " + q
+
+    class Chooser:
+        takes_tool_choice = True
+
+        def __init__(self):
+            self.requests = []
+            self.llm = ScriptedLLM(lambda m: tool_reply(("look", {"q": str(len(m))}))
+                                   if len(m) < 4 else "Partial: found 1.")
+
+        def __call__(self, *, system, messages, tools, max_tokens, tool_choice=None):
+            self.requests.append({"tools": tools, "tool_choice": tool_choice})
+            return self.llm(system=system, messages=messages, tools=tools,
+                            max_tokens=max_tokens)
+
+    primary = Chooser()
+    fallback = FallbackLLM([primary, Chooser()])
+    assert fallback.takes_tool_choice
+    result = run_agent(fallback, "find", [look], config=AgentConfig(max_steps=2, wrap_up=True))
+    assert result.wrapped_up and result.final_text == "Partial: found 1."
+    assert primary.requests[-1]["tool_choice"] == {"type": "none"} and primary.requests[-1]["tools"]
+    assert not FallbackLLM([primary, ScriptedLLM(["x"])]).takes_tool_choice

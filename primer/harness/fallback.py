@@ -87,6 +87,10 @@ class FallbackLLM:
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
         self.stream = any(getattr(m, "stream", False) is True for m in self.models)
+        #: The wrap-up's tools-off call (see primer.loop.steps.model_request) keeps the tool
+        #: definitions and sends ``tool_choice`` none only when every model takes it.
+        self.takes_tool_choice = all(getattr(m, "takes_tool_choice", False) is True
+                                     for m in self.models)
         #: One record per switch: ``{"call", "from", "to", "error", "attempts"}``.
         self.fallbacks: list[dict[str, Any]] = []
         self.calls = 0
@@ -98,10 +102,12 @@ class FallbackLLM:
         return f"FallbackLLM([{', '.join(model_name(m, k) for k, m in enumerate(self.models))}])"
 
     def __call__(self, *, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                 max_tokens: int, on_delta: EventSink | None = None) -> Reply:
+                 max_tokens: int, on_delta: EventSink | None = None,
+                 tool_choice: dict[str, Any] | None = None) -> Reply:
         self.calls += 1
         request = {"system": system, "messages": messages, "tools": tools,
-                   "max_tokens": max_tokens}
+                   "max_tokens": max_tokens,
+                   **({"tool_choice": tool_choice} if tool_choice is not None else {})}
         spent = Usage()  # what failed attempts reported: counted with the answer, or the error
         for k, model in enumerate(self.models):
             failed = 0
