@@ -160,3 +160,22 @@ def test_a_dot_does_not_match_a_line_terminator_as_in_ecma_262():
     assert not pattern_matches(r"^.+$", "a\rb") and pattern_matches(r"^.+$", "ab")
     assert pattern_matches(r"^a\.b$", "a.b") and not pattern_matches(r"^a\.b$", "axb")
     assert not pattern_matches(r"^[.]$", "x")
+
+
+def test_unique_items_is_charged_for_every_pair_it_may_compare(monkeypatch):
+    from primer.loop import schema_safety
+
+    monkeypatch.setattr(schema_safety, "MAX_KEYWORD_STEPS", 1_000)
+    t = make(prop({"type": "array", "uniqueItems": True}))
+    assert t.input_errors({"x": [{"k": i} for i in range(30)]}) is None  # 435 pairs
+    assert "costs more than 1000 checks" in t.input_errors({"x": [{"k": i} for i in range(60)]})
+
+
+def test_pattern_properties_is_charged_for_every_pattern_against_every_key(monkeypatch):
+    from primer.loop import schema_safety
+
+    monkeypatch.setattr(schema_safety, "MAX_KEYWORD_STEPS", 1_000)
+    t = make({"type": "object", "patternProperties": {f"^p{i}_": {"type": "string"}
+                                                      for i in range(40)}})
+    assert t.input_errors({f"k{i}": "v" for i in range(10)}) is None        # 400 matches
+    assert "costs more than 1000 checks" in t.input_errors({f"k{i}": "v" for i in range(40)})

@@ -376,14 +376,30 @@ class TooCostly(Exception):
     limit is the exception's argument)."""
 
 
+def _charge(steps: int) -> None:
+    """Count ``steps`` against the call's budget; :class:`TooCostly` when it runs out."""
+    left = _steps.left
+    if left is not None:
+        if left < steps:
+            raise TooCostly
+        _steps.left = left - steps
+
+
 def _counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        left = _steps.left
-        if left is not None:
-            if left <= 0:
-                raise TooCostly
-            _steps.left = left - 1
+        _charge(1)
         return keyword(validator, value, instance, schema)
+
+    return check
+
+
+def _unique_items(original: Callable[..., Any]) -> Callable[..., Any]:
+    """jsonschema's ``uniqueItems``, charged as the pairwise comparison it may make (one step
+    a pair), so a long array of objects cannot cost seconds for one step."""
+    def check(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+        if unique and validator.is_type(instance, "array"):
+            _charge(len(instance) * (len(instance) - 1) // 2)
+        return original(validator, unique, instance, schema)
 
     return check
 
@@ -399,6 +415,7 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                         ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
+    _charge(len(patterns) * len(instance))  # every pattern against every key
     for pattern, subschema in patterns.items():
         for k, v in instance.items():
             if pattern_matches(pattern, k):
@@ -436,6 +453,8 @@ def safe_validator_class(cls: Any) -> Any:
     keywords = dict(cls.VALIDATORS)
     keywords["pattern"] = _pattern
     keywords["patternProperties"] = _pattern_properties
+    if "uniqueItems" in keywords:
+        keywords["uniqueItems"] = _unique_items(keywords["uniqueItems"])
     keywords["additionalProperties"] = _additional_properties(keywords["additionalProperties"])
     return import_jsonschema().validators.extend(
         cls, {k: _counted(v) for k, v in keywords.items()})
