@@ -179,3 +179,9 @@ def test_pattern_properties_is_charged_for_every_pattern_against_every_key(monke
                                                       for i in range(40)}})
     assert t.input_errors({f"k{i}": "v" for i in range(10)}) is None        # 400 matches
     assert "costs more than 1000 checks" in t.input_errors({f"k{i}": "v" for i in range(40)})
+
+
+@pytest.mark.parametrize("dialect", [[], {}, 7, None])
+def test_a_schema_keyword_that_is_not_a_string_is_refused_with_the_reason(dialect):
+    with pytest.raises(SchemaRefused, match=r"\$schema .* must be a dialect's URI"):
+        make({"$schema": dialect, "type": "object"})

@@ -218,6 +218,9 @@ def _check_size(schema: dict[str, Any]) -> None:
 
 def _dialect(schema: dict[str, Any]) -> Any:
     validators = import_jsonschema().validators
+    if "$schema" in schema and not isinstance(schema["$schema"], str):
+        raise SchemaRefused(f"gives $schema as {_shown(schema['$schema'])}; it must be a "
+                            f"dialect's URI as a string, or be left out")
     cls = validators.validator_for(schema, default=None if "$schema" in schema else
                                    validators.Draft202012Validator)
     if cls is None:
