@@ -440,3 +440,10 @@ def test_a_loop_without_a_refusal_exit_is_told_that_a_refusal_ends_the_run():
     assert detail(check(no_refusal_exit), "refusal") == (
         "called the model again after a reply with stop_reason 'refusal'; a refusal ends the "
         "run: stop with stop_cause 'refusal' and answer None")
+
+
+def test_a_verdict_quotes_a_huge_tool_input_cut_to_one_short_line():
+    from primer.course.exercises import Run, ran_cut_off_tool
+
+    line = ran_cut_off_tool(Run(tool_runs=[(1, "get_order", {"order_id": "A" * 900_000})]))
+    assert line is not None and len(line) < 200 and "..." in line

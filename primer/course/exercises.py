@@ -72,7 +72,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from primer.course.checking import CheckResult, ExerciseReport, shown
+from primer.course.checking import CheckResult, ExerciseReport, short, shown
 from primer.course.loop_interface import (
     MODEL_SIGNATURE,
     LoopFn,
@@ -732,8 +732,8 @@ def ran_cut_off_tool(run: Run) -> str | None:
     """A tool ran after a reply cut off at ``max_tokens``."""
     if run.tool_runs:
         _, name, given = run.tool_runs[0]
-        return (f"the cut-off reply's tool ran ({name} with {given}); it must not (its "
-                f"input may be half-written)")
+        return (f"the cut-off reply's tool ran ({name} with {short(given, 80)}); it must "
+                f"not (its input may be half-written)")
     return None
 
 
@@ -794,8 +794,8 @@ def did_recover(run: Run) -> str:
     """What a passing wrong-argument run did: the error result, then the answer."""
     uses = run.tool_uses(1)
     given = uses[0]["input"] if uses else {}
-    return (f"sent the {_first_call(run)} call with {given} back as an error result; the "
-            f"model fixed it and {_answered(run)}")
+    return (f"sent the {_first_call(run)} call with {short(given, 80)} back as an error "
+            f"result; the model fixed it and {_answered(run)}")
 
 
 def did_unknown_tool(run: Run) -> str:
