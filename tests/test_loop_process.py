@@ -67,7 +67,7 @@ GALLERY = {
 def test_every_hostile_file_is_in_the_gallery():
     on_disk = {p.name for p in HOSTILE.glob("*.py")}
     assert on_disk - {"floods_output.py", "leaves_a_sleeper.py", "hangs_on_import.py",
-                      "exits_on_import.py"} == set(GALLERY)
+                      "exits_on_import.py", "leaves_a_sleeper_in_its_own_group.py"} == set(GALLERY)
 
 
 @pytest.mark.parametrize("name", sorted(GALLERY))
@@ -97,8 +97,9 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_a_process_the_loop_leaves_running_is_killed_with_the_child(tmp_path):
-    loop = tmp_path / "leaves_a_sleeper.py"
+@pytest.mark.parametrize("name", ["leaves_a_sleeper.py", "leaves_a_sleeper_in_its_own_group.py"])
+def test_a_process_the_loop_leaves_running_is_killed_with_the_child(tmp_path, name):
+    loop = tmp_path / name
     shutil.copy(HOSTILE / loop.name, loop)
     report = check_loop_file(loop, behaviours=SAMPLE)
     assert report.score == 0

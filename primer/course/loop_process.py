@@ -123,6 +123,21 @@ class FileReport(LoopReport):
         return f"FileReport(score={self.score}/{self.total}, failed={self.failed})"
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` that ``/proc`` lists (Linux; elsewhere
+    nothing). A process that left the session (``setsid``) is out of reach."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            if pid != os.getpid() and os.getsid(pid) == sid:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 class Child:
     """One child process running the learner's file, and the parent's ends of its pipes."""
 
@@ -279,12 +294,14 @@ class Child:
         return text
 
     def kill(self) -> None:
-        """Kill the child's whole process group (anything it started that stayed in it), reap
-        the child and close the pipes."""
+        """Kill the child's whole process group and, where ``/proc`` lists them, every process
+        left in its session (one that moved to a group of its own), reap the child and close
+        the pipes."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        kill_session(self.proc.pid)
         self.proc.wait()
         self._sel.close()
         for fd in (self._req, self._rep, self._out, self._pidfd):
