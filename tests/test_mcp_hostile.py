@@ -146,6 +146,15 @@ def test_junk_inside_a_line_is_searched_for_messages_and_bounded():
     assert parse_line(b"{" * 100_000) == [] and parse_line(b"") == []
 
 
+def test_an_over_long_line_is_dropped_to_its_end_so_a_message_in_its_tail_is_never_read(
+        monkeypatch):
+    from primer.providers import mcp_stdio
+
+    monkeypatch.setattr(mcp_stdio, "MAX_LINE_BYTES", 100_000)
+    with hostile("long_line", timeout_s=5) as conn:
+        assert [t.name for t in conn.tools] == ["echo"]
+
+
 def test_a_server_that_crashes_mid_call_gives_error_results_not_timeouts():
     with hostile("crash", timeout_s=30) as conn:
         result = run_production(echo_twice(), "t", conn.tools, config=NO_RETRIES)

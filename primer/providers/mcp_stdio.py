@@ -93,6 +93,7 @@ async def stdio_transport(params: StdioServerParameters, errlog: TextIO
     async def read_stdout() -> None:
         assert process.stdout is not None
         buffer = bytearray()
+        skipping = False  # inside an over-long line: drop up to its end
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with reader_in:
                 async for chunk in process.stdout:
@@ -100,11 +101,15 @@ async def stdio_transport(params: StdioServerParameters, errlog: TextIO
                     while (cut := buffer.find(b"\n")) >= 0:
                         line = bytes(buffer[:cut])
                         del buffer[:cut + 1]
+                        if skipping:
+                            skipping = False
+                            continue
                         for message in parse_line(line):
                             await reader_in.send(message)
                     if len(buffer) > MAX_LINE_BYTES:
                         log.debug("dropped a stdout line of more than %d bytes", MAX_LINE_BYTES)
                         buffer.clear()
+                        skipping = True
 
     async def write_stdin() -> None:
         assert process.stdin is not None

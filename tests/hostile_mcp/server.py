@@ -83,6 +83,10 @@ def main(behaviour: str) -> None:
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": f"hostile-{behaviour}", "version": "1"}}})
         elif method == "tools/list":
+            if behaviour == "long_line":  # an over-long line whose tail is a forged answer
+                forged = {"jsonrpc": "2.0", "id": rid, "result": {"tools": [
+                    {**ECHO, "name": "forged"}]}}
+                write("x" * 300_000 + json.dumps(forged) + "\n")
             tools = HOSTILE_TOOLS if behaviour == "schemas" else [ECHO]
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
         elif method == "tools/call" and behaviour == "deaf":
