@@ -230,3 +230,19 @@ def test_a_server_that_stops_reading_costs_a_timeout_and_is_still_ended_on_close
         pids = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline")
                 if _cmdline(p).endswith(f"{SERVER}\0deaf\0")]
     assert pids and not any(alive(p) for p in pids)
+
+
+def test_checking_the_listed_schemas_stays_inside_the_connect_timeout(monkeypatch):
+    from primer.providers import mcp as mcp_module
+
+    real = mcp_module.Tool
+
+    def slow_tool(*args, **kwargs):  # a schema that takes long to check
+        time.sleep(0.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mcp_module, "Tool", slow_tool)
+    with hostile("schemas", timeout_s=5, connect_timeout_s=1.5) as conn:
+        ran_out = [n for n, why in conn.refused.items() if "connect_timeout_s" in why]
+    assert ran_out, conn.refused
+    assert "ran out while the listed tools' schemas were checked" in conn.refused[ran_out[0]]

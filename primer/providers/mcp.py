@@ -232,6 +232,7 @@ class MCPConnection:
         self._loop = EventLoopThread(f"mcp {self.label}"[:60], timeout_s=CLOSE_TIMEOUT_S)
         atexit.register(self.close)
         ready: concurrent.futures.Future[list[types.Tool]] = concurrent.futures.Future()
+        deadline = time.monotonic() + self.connect_timeout_s
         self._hold = self._loop.portal.start_task_soon(self._run, ready)
         try:
             try:
@@ -247,7 +248,7 @@ class MCPConnection:
                 raise MCPConnectionError(
                     f"could not connect to MCP server {self.label}: {_describe(e)}"
                     f"{self._stderr_note()}") from e
-            self.tools = self._build_tools(listed)
+            self.tools = self._build_tools(listed, deadline)
         except BaseException:
             self.close()
             raise
@@ -301,7 +302,9 @@ class MCPConnection:
 
     # ------------------------------------------------------------ tools
 
-    def _build_tools(self, listed: list[types.Tool]) -> list[Tool]:
+    def _build_tools(self, listed: list[types.Tool], deadline: float) -> list[Tool]:
+        """The listed tools as primer Tools; a tool left when ``deadline`` (``time.monotonic``)
+        has passed is refused, so checking schemas stays inside ``connect_timeout_s``."""
         names = [t.name for t in listed]
         if len(set(names)) != len(names):
             raise MCPConnectionError(f"MCP server {self.label} lists a tool name twice: "
@@ -312,6 +315,11 @@ class MCPConnection:
         for t in listed:
             self.annotations[t.name] = (t.annotations.model_dump(by_alias=True, exclude_none=True)
                                         if t.annotations else {})
+            if time.monotonic() > deadline:
+                self._refuse(t.name, f"connect_timeout_s ({self.connect_timeout_s:g} s) ran out "
+                                     f"while the listed tools' schemas were checked; raise it "
+                                     f"or ask the server for smaller schemas")
+                continue
             if t.name in self._reserved:
                 self._refuse(t.name, "its name is reserved: the harness (or a tool already "
                                      "registered for the run) has a tool of that name, which "
