@@ -152,17 +152,19 @@ async def ask_async(state: RunState, request: dict[str, Any], model_is_async: bo
     :class:`~primer.loop.model.CallCancelled` with the text shown."""
     llm = state.inputs.llm
     sink = request.get("on_delta")
+    cancel = state.inputs.cancel
+    watch = sink if isinstance(sink, StreamWatch) and cancel is not None else None
     try:
         if model_is_async:
             raw = llm(**request)
-            if isinstance(sink, StreamWatch) and inspect.isawaitable(raw):
-                return await watched_call(raw, sink.cancel, stop_first=True,
+            if watch is not None and cancel is not None and inspect.isawaitable(raw):
+                return await watched_call(raw, cancel, stop_first=True,
                                           cancelled=lambda _stopped: Raised(
-                                              CallCancelled(sink.shown)))
+                                              CallCancelled(watch.shown)))
             return await raw if inspect.isawaitable(raw) else raw
         if sink is not None:
             loop = asyncio.get_running_loop()
-            check = sink.check if isinstance(sink, StreamWatch) else None
+            check = watch.check if watch is not None else None
             show = sink.show if isinstance(sink, StreamWatch) else sink
 
             def threadsafe(kind: str, data: dict[str, Any]) -> None:
@@ -171,10 +173,10 @@ async def ask_async(state: RunState, request: dict[str, Any], model_is_async: bo
                 loop.call_soon_threadsafe(show, kind, data)
 
             request = {**request, "on_delta": threadsafe}
-        if isinstance(sink, StreamWatch):
-            return await watched_call(in_worker(lambda: ask(llm, request)), sink.cancel,
+        if watch is not None and cancel is not None:
+            return await watched_call(in_worker(lambda: ask(llm, request)), cancel,
                                       stop_first=False, cancelled=lambda _stopped: Raised(
-                                          CallCancelled(sink.shown)))
+                                          CallCancelled(watch.shown)))
         return await in_worker(lambda: ask(llm, request))
     except (Exception, GeneratorExit) as e:  # noqa: BLE001 - the loop decides what follows
         return Raised(e)

@@ -183,31 +183,23 @@ def model_request(state: RunState, on_delta: EventSink | None = None, *,
 
 
 def delta_sink(state: RunState, sink: EventSink | None) -> EventSink | None:
-    """``sink`` with each delta's data tagged ``step`` (the call being made), or ``None``
-    (no listener and no cancel signal); with a cancel signal, a :class:`StreamWatch`. Only
-    the kinds of :data:`~primer.loop.model.MODEL_EVENT_KINDS` with a dict of data pass: a
-    model cannot forge the loop's own events."""
-    step, cancel = state.model_calls + 1, state.inputs.cancel
-    if cancel is not None:
-        return StreamWatch(sink, step, cancel)
-    if sink is None:
+    """A :class:`StreamWatch` passing each delta on to ``sink`` tagged ``step`` (the call
+    being made) and watching the run's cancel signal; ``None`` when there is neither a
+    listener nor a cancel signal."""
+    if sink is None and state.inputs.cancel is None:
         return None
-
-    def on_delta(kind: str, data: dict[str, Any]) -> None:
-        if type(kind) is str and kind in MODEL_EVENT_KINDS and type(data) is dict:
-            sink(kind, {**data, "step": step})
-
-    return on_delta
+    return StreamWatch(sink, state.model_calls + 1, state.inputs.cancel)
 
 
 class StreamWatch:
-    """The ``on_delta`` of a streaming call in a run that can be cancelled: each delta goes
-    on to ``sink`` tagged with ``step`` (as :func:`delta_sink`'s), the text it shows is kept
+    """The ``on_delta`` of a streaming call: each delta goes on to ``sink`` tagged with
+    ``step``; only the kinds of :data:`~primer.loop.model.MODEL_EVENT_KINDS` with a dict of
+    data pass (a model cannot forge the loop's own events). The text it shows is kept
     (:attr:`shown`), and once ``cancel`` is set the next delta raises
     :class:`~primer.loop.model.CallCancelled` inside the model, which ends its stream there:
     the call is closed at its next delta, and the run keeps what had been shown."""
 
-    def __init__(self, sink: EventSink | None, step: int, cancel: CancelSignal) -> None:
+    def __init__(self, sink: EventSink | None, step: int, cancel: CancelSignal | None) -> None:
         self.sink, self.step, self.cancel = sink, step, cancel
         self.parts: list[str] = []
 
@@ -223,7 +215,7 @@ class StreamWatch:
 
     def check(self) -> None:
         """Raise :class:`~primer.loop.model.CallCancelled` once the run is cancelled."""
-        if self.cancel.is_set():
+        if self.cancel is not None and self.cancel.is_set():
             raise CallCancelled(self.shown)
 
     def show(self, kind: str, data: dict[str, Any]) -> None:
@@ -489,10 +481,10 @@ def run_call(state: RunState, block: ToolUseBlock, record: bool = False) -> Tool
     cancel = inputs.cancel
     if cancel is not None and cancel.is_set():
         return cancelled_call(state, block)
-    if inputs.recorder is None:
-        return inputs.runner(block) if cancel is None else run_watched(state, block, cancel)
-    durable = start_call(state, block)
+    durable = inputs.recorder is not None and start_call(state, block)
     execution = inputs.runner(block) if cancel is None else run_watched(state, block, cancel)
+    if inputs.recorder is None:
+        return execution
     return finish_call(state, execution, record or durable)
 
 
