@@ -145,7 +145,7 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
     c = state.config
     if c.budget_check != "before" or (c.token_budget is None and c.cost_budget_usd is None):
         return None
-    prompt, how = max(prompt_tokens(state), state.prompt_estimate), "about"
+    prompt, how = largest_prompt(state), "about"
     llm = state.inputs.llm
     if getattr(llm, "exact_count", False):
         try:
@@ -179,6 +179,13 @@ def check_budgets_before_call(state: RunState) -> Stop | None:
     return None
 
 
+def largest_prompt(state: RunState) -> int:
+    """The next prompt's tokens as the larger of :func:`~primer.loop.state.prompt_tokens`
+    (built on the reported usage) and the run's characters/4 estimate, so a provider that
+    under-reports its usage cannot let a call through."""
+    return max(prompt_tokens(state), state.prompt_estimate)
+
+
 def worst_cost_usd(usage: Usage, prices: Prices) -> float:
     """The most ``usage`` can cost (USD) at ``prices``: its prompt billed as plain input or
     as a cache write (at a premium), whichever costs more."""
@@ -190,11 +197,10 @@ def worst_cost_usd(usage: Usage, prices: Prices) -> float:
 def wrap_up_room(state: RunState, note_tokens: int = 0) -> str | None:
     """Why a wrap-up call (:func:`~primer.loop.steps.wrap_up`) made now would not fit in what
     is left of the budgets, or ``None`` when it fits. Its worst case: the prompt as it stands
-    (the larger of :func:`~primer.loop.state.prompt_tokens` and the run's estimate) plus
+    (:func:`largest_prompt`) plus
     ``note_tokens``, and ``wrap_up_max_tokens`` of output, priced by :func:`worst_cost_usd`."""
     c = state.config
-    worst = Usage(max(prompt_tokens(state), state.prompt_estimate) + note_tokens,
-                  c.wrap_up_max_tokens)
+    worst = Usage(largest_prompt(state) + note_tokens, c.wrap_up_max_tokens)
     total = state.usage.total_tokens + worst.total_tokens
     if c.token_budget is not None and total > c.token_budget:
         return (f"it could take the run to {total:,} tokens, past the {c.token_budget:,}-token "
