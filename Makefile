@@ -26,6 +26,9 @@ export JUPYTER_CONFIG_PATH := $(subst $(space),:,$(strip $(COURSE_JUPYTER) \
   $(filter-out $(COURSE_JUPYTER),$(subst :, ,$(JUPYTER_CONFIG_PATH)))))
 export PYTHONHASHSEED := 0
 unexport PYTHONHOME
+# Byte-code caches (in __pycache__/, ignored by git, removed by make clean): without them every
+# test process, kernel and subprocess compiles the course and re-rewrites the tests' asserts.
+unexport PYTHONDONTWRITEBYTECODE
 
 NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
               --nbval-cell-timeout=60 -p no:cacheprovider
@@ -66,25 +69,28 @@ lint: dev
 typecheck: dev
 	$(BIN)/mypy primer
 
-# The unit tests, spread over the machine's cores (pytest-xdist).
+# The unit tests, spread over the machine's cores (pytest-xdist); an idle worker takes
+# queued tests from a busy one (worksteal), so a long test does not hold back the end.
 unit: dev
-	$(BIN)/pytest -q -n auto tests
+	$(BIN)/pytest -q -n auto --dist worksteal tests
 
 # Every notebook re-executed and compared, a notebook per worker (--dist loadfile keeps a
-# notebook's cells, which share one kernel, on one worker).
+# notebook's cells, which share one kernel, on one worker), with HOME, XDG_CONFIG_HOME, the
+# time zone and the locale moved (scripts/run_nbval.py): no committed output may depend on them.
 nbval: dev
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  $(BIN)/pytest -q -n auto --dist loadfile $(NBVAL_ARGS) notebooks; \
+	  $(BIN)/python scripts/run_nbval.py -q -n auto --dist loadfile $(NBVAL_ARGS) notebooks; \
 	else \
 	  echo "nbval: no notebooks/*.ipynb yet, nothing to validate"; \
 	fi
 
+# The single-threaded checks (mypy, the website's build) run beside the unit tests and nbval,
+# which leave part of a core idle while their tests wait on processes; -Oline keeps each
+# line of output whole.
 test: dev
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory typecheck
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory nbval
-	$(MAKE) --no-print-directory site
+	$(MAKE) --no-print-directory -j2 -Oline typecheck unit
+	$(MAKE) --no-print-directory -j2 -Oline nbval site
 
 # Every notebook, or one: make notebooks N=05
 notebooks: dev
@@ -99,11 +105,17 @@ figures: venv
 site: dev
 	$(BIN)/python scripts/build_site.py
 
+# The built site, rebuilt only when what it is made from changed (make site always rebuilds).
+SITE_INPUTS := README.md scripts/build_site.py $(wildcard notebooks/*.ipynb site/* site/*/* \
+               figures/*)
+build/site/index.html: $(SITE_INPUTS) | dev
+	$(BIN)/python scripts/build_site.py
+
 # JupyterLab + headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): every
 # lesson with a panel, run cell by cell, each kind of control moved and read from the page;
 # then the built website (a lesson page shows its table and a figure). Screenshots in
 # browser-artifacts/. Stops the servers it starts.
-test-browser: site
+test-browser: build/site/index.html
 	$(BIN)/python scripts/browser_check.py --site build/site
 
 # The pictures of the panels the website shows (site/panels/), taken by the browser check.

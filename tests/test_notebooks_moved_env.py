@@ -1,53 +1,60 @@
-"""No committed notebook output depends on the machine: the lessons that use the checkpoint
-key (kept under ``$XDG_CONFIG_HOME``, by default in the home directory), the login name or
-the clock pass strict nbval with ``HOME``, ``XDG_CONFIG_HOME``, ``TZ`` and the locale moved."""
+"""No committed notebook output depends on the machine: ``make nbval`` runs every lesson with
+``HOME``, ``XDG_CONFIG_HOME``, ``TZ`` and the locale moved (scripts/run_nbval.py), and a message
+that names the checkpoint key reads the same on every machine."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
 from primer.harness.durable.journal import read_journal
-from primer.harness.durable.keystore import KEY_ENV, KEY_FILE_ENV, CheckpointError
+from primer.harness.durable.keystore import KEY_ENV, KEY_FILE_ENV, CheckpointError, key_file_path
 from primer.scenarios import get_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The lessons whose code touches the key (checkpoints, approvals: 08, 15), the login name
-#: (approvals: 08), or dates and times (08's approvals, 16's session store).
-TOUCHING = ["08", "15", "16"]
+
+def _script():
+    spec = importlib.util.spec_from_file_location("nbval_script", ROOT / "scripts" / "run_nbval.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def moved_env(tmp: Path) -> dict[str, str]:
-    """This process's environment with the home directory, the config folder, the time zone
-    and the locale moved, and no checkpoint key given (the tests' conftest sets one), so the
-    lessons create and use the key under the moved ``XDG_CONFIG_HOME``."""
-    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
-    (tmp / "home").mkdir()
-    (tmp / "config").mkdir()
-    env.update(HOME=str(tmp / "home"), XDG_CONFIG_HOME=str(tmp / "config"),
-               TZ="Pacific/Chatham", LC_ALL="C", LANG="C")  # UTC+12:45 or +13:45
-    return env
+nbval = _script()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_the_lessons_that_touch_the_machine_pass_nbval_with_home_config_and_tz_moved(tmp_path):
-    notebooks = [str(next((ROOT / "notebooks").glob(f"{n}_*.ipynb"))) for n in TOUCHING]
-    env = moved_env(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--nbval", "--nbval-current-env",
-         "--nbval-sanitize-with", "nbval_sanitize.cfg", "--nbval-cell-timeout=60",
-         "-p", "no:cacheprovider", *notebooks],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=380, check=False)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    # The key went where XDG_CONFIG_HOME says, not into the (moved) home directory.
-    assert (tmp_path / "config" / "primer" / "checkpoint.key").is_file()
-    assert not (tmp_path / "home" / ".config" / "primer").exists()
+def test_make_nbval_runs_the_notebooks_through_the_moving_script():
+    recipe = re.search(r"^nbval:.*?(?=^\S)", (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert recipe and "scripts/run_nbval.py" in recipe.group(0) and "notebooks" in recipe.group(0)
+
+
+def test_the_moved_environment_moves_home_config_time_zone_and_locale_and_drops_the_key(
+        tmp_path):
+    original = {"HOME": "/home/learner", "XDG_CONFIG_HOME": "/home/learner/.cfg",
+                "TZ": "Europe/Paris", "LANG": "fr_FR.UTF-8", KEY_ENV: "ab" * 32,
+                KEY_FILE_ENV: "/keys/k", "PATH": "/usr/bin"}
+    env = nbval.moved_env(tmp_path, original)
+    assert env["HOME"] == str(tmp_path / "home") and (tmp_path / "home").is_dir()
+    assert env["XDG_CONFIG_HOME"] == str(tmp_path / "config") and (tmp_path / "config").is_dir()
+    assert env["TZ"] != "Europe/Paris" and env["LC_ALL"] == env["LANG"] == "C"
+    assert KEY_ENV not in env and KEY_FILE_ENV not in env
+    assert env["PATH"] == "/usr/bin"
+    assert env["XDG_CACHE_HOME"] == "/home/learner/.cache"  # caches are not moved
+    assert set(nbval.KEY_VARIABLES) == {KEY_ENV, KEY_FILE_ENV}
+
+
+def test_in_the_moved_environment_the_lessons_key_goes_under_the_moved_config(
+        tmp_path, monkeypatch):
+    env = nbval.moved_env(tmp_path, {"HOME": "/home/learner", KEY_ENV: "ab" * 32})
+    for name in (KEY_ENV, KEY_FILE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", env["HOME"])
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    assert key_file_path() == tmp_path / "config" / "primer" / "checkpoint.key"
 
 
 def test_a_wrong_key_message_names_the_key_the_same_way_on_every_machine(tmp_path, monkeypatch):
