@@ -174,8 +174,8 @@ def run_langgraph(scenario: Scenario, *, recursion_limit: int | None = None) -> 
     tally = Tally(scenario.make_llm())
     with FakeModelServer(tally) as server:
         # ChatAnthropic accepts its field names (model, max_tokens) as well as their aliases
-        # and turns a str key into a SecretStr; its typed __init__ has only the aliases
-        model = ChatAnthropic(model=DEFAULT_MODEL, api_key=PLACEHOLDER_KEY,  # type: ignore[call-arg, arg-type]
+        # and turns a str key into a SecretStr
+        model = ChatAnthropic(model=DEFAULT_MODEL, api_key=PLACEHOLDER_KEY,
                               base_url=server.base_url, max_retries=0,
                               max_tokens=scenario.config.max_tokens)
         tools = [StructuredTool.from_function(func=as_result_text(t.fn), name=t.name,
