@@ -8,6 +8,7 @@ is still a cycle) and under ``if TYPE_CHECKING:``, absolute or relative.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -146,9 +147,10 @@ def test_the_cycle_check_finds_a_cycle_and_a_lazy_one():
     assert any(isinstance(n, ast.ImportFrom) for n in ast.walk(lazy))
 
 
+@functools.cache
 def public_definitions() -> dict[str, list[str]]:
     """Public classes, functions and type names (a capitalised name bound at module level,
-    not a CONSTANT) defined at module level, by name → defining modules."""
+    not a CONSTANT) defined at module level, by name → defining modules (read once)."""
     out: dict[str, list[str]] = defaultdict(list)
     for f in PRIMER.rglob("*.py"):
         for node in ast.parse(f.read_text()).body:

@@ -105,6 +105,23 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(head.split()), arg_docs
 
 
+def _check_schema(cls: Any, schema: dict[str, Any]) -> None:
+    """``cls.check_schema(schema)`` (raises ``jsonschema.SchemaError``), done once per
+    distinct schema: the meta-schema check costs milliseconds, and the same tools are built
+    again and again (a scenario per run, a world per trial)."""
+    try:
+        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: checked as it is, every time
+        cls.check_schema(schema)
+        return
+    _check_schema_text(cls, text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_schema_text(cls: Any, text: str) -> None:
+    cls.check_schema(json.loads(text))  # a failure is not cached: it raises each time
+
+
 class SchemaCheck:
     """A call's input checked against one ``input_schema``.
 
@@ -122,7 +139,7 @@ class SchemaCheck:
         if why:
             raise SchemaRefused(f"input_schema {why}")
         cls = import_jsonschema().validators.validator_for(schema)
-        cls.check_schema(schema)
+        _check_schema(cls, schema)
         self.schema = schema
         self.validator = safe_validator_class(_strict_validator(cls))(
             schema, registry=offline_registry())
