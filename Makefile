@@ -84,13 +84,22 @@ nbval: dev
 	  echo "nbval: no notebooks/*.ipynb yet, nothing to validate"; \
 	fi
 
-# The single-threaded checks (mypy, the website's build) run beside the unit tests and nbval,
-# which leave part of a core idle while their tests wait on processes; -Oline keeps each
-# line of output whole.
+# The single-threaded checks (mypy, the website's build) run in the background beside the
+# unit tests and nbval, which leave part of a core idle while their tests wait on processes;
+# their output is shown when the tests beside them end.
 test: dev
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory -j2 -Oline typecheck unit
-	$(MAKE) --no-print-directory -j2 -Oline nbval site
+	@$(call beside,typecheck,unit)
+	@$(call beside,site,nbval)
+
+# $(call beside,A,B): make A in the background (output to build/A.log) while B runs in the
+# foreground; then A's output; fails when either failed.
+define beside
+mkdir -p build; echo "make $(1) (in the background; its output follows make $(2)'s)"; \
+$(MAKE) --no-print-directory $(1) > build/$(1).log 2>&1 & pid=$$!; \
+$(MAKE) --no-print-directory $(2); b=$$?; wait $$pid; a=$$?; cat build/$(1).log; \
+[ $$a -eq 0 ] || echo "make $(1) failed (exit $$a)"; [ $$a -eq 0 ] && [ $$b -eq 0 ]
+endef
 
 # Every notebook, or one: make notebooks N=05
 notebooks: dev
