@@ -64,3 +64,55 @@ def test_a_boolean_is_still_refused_by_an_enum_of_numbers():
                                         "required": ["n"]}, lambda n: n)
     assert t.input_errors({"n": 1}) is None
     assert "is not one of" in t.input_errors({"n": True})
+
+
+# ---------------------------------------------------------------- the meta-schema check, once
+
+
+def test_a_schema_is_checked_against_the_meta_schema_once_and_a_bad_one_every_time(
+        monkeypatch):
+    import jsonschema.validators
+
+    from primer.loop import schema as schema_module
+
+    calls = []
+    real = jsonschema.validators.Draft202012Validator.check_schema.__func__
+
+    def counting(cls, schema, **kw):
+        calls.append(json.dumps(schema, sort_keys=True))
+        return real(cls, schema, **kw)
+
+    monkeypatch.setattr(jsonschema.validators.Draft202012Validator, "check_schema",
+                        classmethod(counting))
+    schema_module._check_schema_text.cache_clear()
+    good = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 7}}}
+    for _ in range(3):
+        SchemaCheck(json.loads(json.dumps(good)))
+    assert len(calls) == 1
+    bad = {"type": "object", "required": "n"}
+    for _ in range(2):
+        with pytest.raises(jsonschema.SchemaError):
+            SchemaCheck(dict(bad))
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ("a",)},                    # a tuple where JSON has a list
+    {"type": "object", "properties": {"a": {"enum": ("x", "y")}}},
+    {"type": ("object",)},
+], ids=["required", "enum", "type"])
+def test_a_schema_json_would_change_is_checked_as_it_is(schema):
+    import jsonschema
+
+    SchemaCheck(json.loads(json.dumps(schema)))  # its JSON twin is valid, and remembered
+    with pytest.raises(jsonschema.SchemaError):
+        SchemaCheck(schema)
+
+
+def test_a_large_schema_is_checked_every_time_not_kept():
+    from primer.loop import schema as schema_module
+
+    schema_module._check_schema_text.cache_clear()
+    big = {"type": "object", "description": "x" * (schema_module.CACHED_SCHEMA_CHARS + 1)}
+    SchemaCheck(big)
+    assert schema_module._check_schema_text.cache_info().currsize == 0

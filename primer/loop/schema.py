@@ -105,21 +105,28 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(head.split()), arg_docs
 
 
+#: Schemas up to this size (characters of JSON) have their meta-schema check remembered.
+CACHED_SCHEMA_CHARS = 65_536
+
+
 def _check_schema(cls: Any, schema: dict[str, Any]) -> None:
-    """``cls.check_schema(schema)`` (raises ``jsonschema.SchemaError``), done once per
-    distinct schema: the meta-schema check costs milliseconds, and the same tools are built
-    again and again (a scenario per run, a world per trial)."""
+    """``cls.check_schema(schema)`` (raises ``jsonschema.SchemaError``), remembered per
+    distinct schema up to :data:`CACHED_SCHEMA_CHARS`: the meta-schema check costs
+    milliseconds, and the same tools are built again and again (a scenario per run, a world
+    per trial). A schema that JSON would change (a tuple for a list) is checked as it is."""
     try:
         text = json.dumps(schema, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):  # not plain JSON: checked as it is, every time
+    except (TypeError, ValueError):
+        text = None
+    if text is None or len(text) > CACHED_SCHEMA_CHARS or json.loads(text) != schema:
         cls.check_schema(schema)
-        return
-    _check_schema_text(cls, text)
+    else:
+        _check_schema_text(cls, text)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def _check_schema_text(cls: Any, text: str) -> None:
-    cls.check_schema(json.loads(text))  # a failure is not cached: it raises each time
+    cls.check_schema(json.loads(text))  # a failure is not remembered: it raises each time
 
 
 class SchemaCheck:
