@@ -89,15 +89,18 @@ nbval: dev
 # their output is shown when the tests beside them end.
 test: dev
 	$(MAKE) --no-print-directory lint
-	@$(call beside,typecheck,unit)
-	@$(call beside,site,nbval)
+	@+$(call beside,typecheck,unit)
+	@+$(call beside,site,nbval)
 
 # $(call beside,A,B): make A in the background (output to build/A.log) while B runs in the
-# foreground; then A's output; fails when either failed.
+# foreground; then A's output; fails, naming which, when either failed. Ctrl-C or a stop
+# signal stops A too (a shell starts background jobs deaf to Ctrl-C).
 define beside
 mkdir -p build; echo "make $(1) (in the background; its output follows make $(2)'s)"; \
 $(MAKE) --no-print-directory $(1) > build/$(1).log 2>&1 & pid=$$!; \
+trap 'kill $$pid 2>/dev/null; exit 130' INT TERM HUP; \
 $(MAKE) --no-print-directory $(2); b=$$?; wait $$pid; a=$$?; cat build/$(1).log; \
+[ $$b -eq 0 ] || echo "make $(2) failed (exit $$b)"; \
 [ $$a -eq 0 ] || echo "make $(1) failed (exit $$a)"; [ $$a -eq 0 ] && [ $$b -eq 0 ]
 endef
 
@@ -114,9 +117,12 @@ figures: venv
 site: dev
 	$(BIN)/python scripts/build_site.py
 
-# The built site, rebuilt only when what it is made from changed (make site always rebuilds).
-SITE_INPUTS := README.md scripts/build_site.py $(wildcard notebooks/*.ipynb site/* site/*/* \
-               figures/*)
+# The built site, rebuilt only when what it is made from changed (make site always rebuilds;
+# a build that fails its checks is deleted, .DELETE_ON_ERROR). notebooks/ is there for a
+# lesson removed, primer/views/figures.py for the figures' captions.
+SITE_INPUTS := README.md scripts/build_site.py primer/views/figures.py notebooks \
+               $(wildcard notebooks/*.ipynb site/* site/*/* figures/*)
+.DELETE_ON_ERROR:
 build/site/index.html: $(SITE_INPUTS) | dev
 	$(BIN)/python scripts/build_site.py
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,29 @@ def test_the_moved_environment_moves_home_config_time_zone_and_locale_and_drops_
     assert env["PATH"] == "/usr/bin"
     assert env["XDG_CACHE_HOME"] == "/home/learner/.cache"  # caches are not moved
     assert set(nbval.KEY_VARIABLES) == {KEY_ENV, KEY_FILE_ENV}
+
+
+def test_the_learners_own_settings_folders_do_not_reach_the_kernels(tmp_path):
+    own = {name: f"/home/learner/{name.lower()}" for name in nbval.OWN_SETTINGS}
+    env = nbval.moved_env(tmp_path, {"HOME": "relative/home", **own})
+    assert not set(nbval.OWN_SETTINGS) & set(env)
+    assert "XDG_CACHE_HOME" not in env  # a relative home names no cache to keep
+
+
+def test_the_script_gives_pytests_exit_status_and_passes_a_stop_signal_on(tmp_path):
+    assert nbval.run([sys.executable, "-c", "import sys; sys.exit(3)"], {}) == 3
+    child = ("import os, signal, sys, time\n"
+             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(30)\n")
+    script = tmp_path / "wrapper.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+                      "import run_nbval\n"
+                      f"sys.exit(run_nbval.run([sys.executable, '-c', {child!r}], None))\n")
+    wrapper = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert wrapper.stdout.readline().strip() == "ready"
+    wrapper.send_signal(signal.SIGTERM)  # to the wrapper alone: the child must hear it
+    assert wrapper.wait(timeout=20) == 7
 
 
 def test_in_the_moved_environment_the_lessons_key_goes_under_the_moved_config(
