@@ -244,6 +244,9 @@ def build(stage_dir: Path, out: Path) -> int:
     returns Sphinx's exit status."""
     from sphinx.cmd.build import build_main
 
+    from primer.loop.schema_safety import import_jsonschema
+
+    import_jsonschema()  # before myst-nb imports nbformat (see primer.course.pytest_plugin)
     if out.exists():
         shutil.rmtree(out)
     return build_main(["-b", "html", "-W", "--keep-going", "-q", "-d",

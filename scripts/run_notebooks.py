@@ -70,6 +70,14 @@ import time  # noqa: E402
 import uuid  # noqa: E402
 from typing import Any  # noqa: E402
 
+try:  # jsonschema first, without its format modules: nbformat's import of it would build
+    # rfc3987_syntax's grammar (about 3 s; see primer.course.pytest_plugin)
+    from primer.loop.schema_safety import import_jsonschema
+
+    import_jsonschema()
+except ModuleNotFoundError:  # pragma: no cover - the course is not installed here
+    pass
+
 try:
     import nbformat
     import zmq
