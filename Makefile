@@ -72,6 +72,8 @@ typecheck: dev
 # The unit tests, spread over the machine's cores (pytest-xdist); an idle worker takes
 # queued tests from a busy one (worksteal), so a long test does not hold back the end.
 unit: dev
+	@echo "unit tests: a worker per core; each collects every test before the first dot" \
+	  "(half a minute, more on a first run, which also writes the byte-code caches)"
 	$(BIN)/pytest -q -n auto --dist worksteal tests
 
 # Every notebook re-executed and compared, a notebook per worker (--dist loadfile keeps a

@@ -8,7 +8,7 @@ opening the lesson given by number or file name (default: lesson 01), and with t
 settings folder ``jupyter_config/`` on ``JUPYTER_CONFIG_PATH`` (news prompt off, kernels
 without the unencrypted-TCP warning). Once the server answers, prints one block with the
 URL to open, token included. Other options go to ``jupyter lab`` unchanged, e.g.
-``--port=8899`` or ``--no-browser``. Ctrl-C stops the server (JupyterLab asks to confirm).
+``--port=8899`` or ``--no-browser``. One Ctrl-C stops the server (it does not ask to confirm).
 SIGTERM or SIGHUP to this script (and SIGINT when it has no terminal) stops the JupyterLab
 it started, and its kernels, before it exits; so does stopping ``make lab`` (make does not
 pass SIGTERM on, so when make started this script, it stops JupyterLab once make is gone).
@@ -58,8 +58,10 @@ def course_env(environ: dict[str, str]) -> dict[str, str]:
 
 def lab_command(lesson: str, extra: list[str]) -> list[str]:
     """The ``jupyter lab`` command line for ``lesson`` (a file name in notebooks/)."""
+    # answer_yes: one Ctrl-C stops the server; without it JupyterLab asks "Shut down this
+    # Jupyter server (y/[n])?" and, unanswered, carries on after 5 s
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={NOTEBOOKS}",
-           f"--LabApp.default_url=/lab/tree/{lesson}"]
+           f"--LabApp.default_url=/lab/tree/{lesson}", "--ServerApp.answer_yes=True"]
     if hasattr(os, "getuid") and os.getuid() == 0 and "--allow-root" not in extra:
         cmd.append("--allow-root")
     return [*cmd, *extra]
@@ -130,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     stop: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda signum, frame: stop.append(signum))
-    # Ctrl-C in the terminal reaches JupyterLab too (same process group); it asks to confirm
-    # and stops, and this process waits for it. Without a terminal, SIGINT stops it as TERM.
+    # Ctrl-C in the terminal reaches JupyterLab too (same process group); it stops, and this
+    # process waits for it. Without a terminal, SIGINT stops it as TERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN if sys.stdin.isatty()
                   else lambda signum, frame: stop.append(signum))
     parent = os.getppid() if os.environ.get("MAKELEVEL") else None  # started by make

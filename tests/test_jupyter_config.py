@@ -80,6 +80,7 @@ def test_the_lab_command_opens_the_lesson_under_notebooks_with_the_course_settin
     cmd = lab.lab_command("05_x.ipynb", ["--port=8899"])
     assert f"--ServerApp.root_dir={ROOT / 'notebooks'}" in cmd
     assert "--LabApp.default_url=/lab/tree/05_x.ipynb" in cmd and cmd[-1] == "--port=8899"
+    assert "--ServerApp.answer_yes=True" in cmd  # one Ctrl-C stops it, no y/n question
     env = lab.course_env({"JUPYTER_CONFIG_PATH": f"{CONFIG}:/mine"})
     assert env["JUPYTER_CONFIG_PATH"] == f"{CONFIG}:/mine"
 
