@@ -120,9 +120,10 @@ site: dev
 	$(BIN)/python scripts/build_site.py
 
 # The built site, rebuilt only when what it is made from changed (make site always rebuilds;
-# a build that fails its checks is deleted, .DELETE_ON_ERROR). notebooks/ is there for a
-# lesson removed, primer/views/figures.py for the figures' captions.
-SITE_INPUTS := README.md scripts/build_site.py primer/views/figures.py notebooks \
+# a build that fails its checks is deleted, .DELETE_ON_ERROR). The folder notebooks/. is
+# there for a lesson removed (spelled so, not as the target `notebooks`, which runs them all),
+# primer/views/figures.py for the figures' captions.
+SITE_INPUTS := README.md scripts/build_site.py primer/views/figures.py notebooks/. \
                $(wildcard notebooks/*.ipynb site/* site/*/* figures/*)
 .DELETE_ON_ERROR:
 build/site/index.html: $(SITE_INPUTS) | dev

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -157,3 +158,12 @@ def test_the_quiz_widget_has_no_picture_its_written_questions_stand_for_it():
     assert quiz_cell["outputs"] == [] and "remove-cell" in quiz_cell["metadata"]["tags"]
     assert note["source"] == bs.QUIZ_NOTE
     assert bs.HIDE_TAG in answers["metadata"]["tags"]
+
+
+def test_make_test_browser_builds_the_site_at_most_and_never_reruns_the_lessons():
+    # a prerequisite spelled `notebooks` named the phony target that re-executes every lesson
+    run = subprocess.run(["make", "-n", "--no-print-directory", "test-browser"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "browser_check.py" in run.stdout
+    assert "run_notebooks.py" not in run.stdout
