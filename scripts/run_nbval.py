@@ -23,9 +23,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-#: The variables that name a checkpoint key (primer.harness.durable.keystore KEY_ENV,
-#: KEY_FILE_ENV); spelled here so the script runs before the course is importable.
-KEY_VARIABLES = ("PRIMER_CHECKPOINT_KEY", "PRIMER_CHECKPOINT_KEY_FILE")
+from primer.harness.durable.keystore import KEY_ENV, KEY_FILE_ENV
+
+#: The variables that name a checkpoint key.
+KEY_VARIABLES = (KEY_ENV, KEY_FILE_ENV)
 #: The learner's own settings folders, which would otherwise reach the kernels past the moved
 #: home directory (IPython's profile, matplotlib's matplotlibrc, Jupyter's config and data).
 OWN_SETTINGS = ("IPYTHONDIR", "MPLCONFIGDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",

@@ -28,7 +28,7 @@ from primer.harness.evals.agentdojo.world import DojoWorld, get_suite  # noqa: E
 def _attacked(task: str = "user_task_0", injection: str = "injection_task_0") -> DojoWorld:
     suite = get_suite("banking")
     return DojoWorld.new(suite, task, injection_task_id=injection,
-                     injections=planted(suite, task, injection))
+                         injections=planted(suite, task, injection))
 
 
 def test_the_attack_is_planted_in_each_place_the_users_task_reads_and_carries_the_goal():

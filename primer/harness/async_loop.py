@@ -259,11 +259,11 @@ async def watched_call(work: Awaitable[T], cancel: CancelSignal, *, stop_first: 
     try:
         while True:
             finished, _ = await asyncio.wait({task}, timeout=CANCEL_POLL_S)
-            if finished and not (cancel.is_set() and getattr(task.result(), "is_error", False)
-                                 is True):
-                return task.result()
-            if finished:  # a failure once the signal was set: the call saw it first
-                return cancelled(True)
+            if finished:
+                result = task.result()
+                if cancel.is_set() and getattr(result, "is_error", False) is True:
+                    return cancelled(True)  # a failure once the signal was set: it saw it first
+                return result
             if cancel.is_set():
                 break
         if not stop_first:

@@ -153,8 +153,8 @@ class GuardedRun:
     steps: int
 
 
-def run_under_guard(world: DojoWorld, llm: LLM, guard: str, config: AgentConfig | None = None
-                ) -> GuardedRun:
+def run_under_guard(world: DojoWorld, llm: LLM, guard: str,
+                    config: AgentConfig | None = None) -> GuardedRun:
     """Run ``world``'s task with ``llm`` under ``guard`` (one of :data:`GUARDS`) and score
     it. ``ValueError`` for an unknown guard."""
     if guard not in GUARDS:
@@ -211,11 +211,11 @@ def _in_ground_truth(world: DojoWorld, block: ToolUseBlock) -> bool:
 def _outcome(world: DojoWorld, guard: str, result: AgentResult, asked: int) -> GuardedRun:
     attacked = world.security(result) if world.injection is not None else None
     return GuardedRun(guard, world.task.ID, world.injection.ID if world.injection else None,
-                   world.utility(result), attacked, asked, len(result.steps))
+                      world.utility(result), attacked, asked, len(result.steps))
 
 
 def measure_guards(suites: Sequence[str] = ("banking",), *, every: bool = False,
-            guards: Sequence[str] = GUARDS) -> list[GuardedRun]:
+                   guards: Sequence[str] = GUARDS) -> list[GuardedRun]:
     """Every guarded run for ``suites``: each :func:`pairs` pair with the attacked model,
     then each user task clean with the ground-truth replay, under each guard."""
     outcomes = []
@@ -224,7 +224,7 @@ def measure_guards(suites: Sequence[str] = ("banking",), *, every: bool = False,
         for task_id, injection_id in pairs(suite, every=every):
             for guard in guards:
                 world = DojoWorld.new(suite, task_id, injection_task_id=injection_id,
-                                  injections=planted(suite, task_id, injection_id))
+                                      injections=planted(suite, task_id, injection_id))
                 outcomes.append(run_under_guard(world, AttackedModel(world), guard))
         for task_id in user_tasks(suite):
             for guard in guards:
