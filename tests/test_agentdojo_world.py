@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("agentdojo")
 
-from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline  # noqa: E402
 from agentdojo.functions_runtime import FunctionsRuntime  # noqa: E402
 from deepdiff import DeepDiff  # noqa: E402
 
@@ -58,6 +57,10 @@ def test_every_tool_offers_agentdojos_own_name_description_and_schema(name):
 @pytest.mark.parametrize("name", SUITE_NAMES)
 def test_tool_results_are_byte_identical_to_agentdojos_runtime_and_the_environments_end_equal(
         name):
+    # imported here, not at the top: AgentDojo's pipelines bring every provider's SDK (about
+    # 4 s), which each test worker would otherwise import while collecting
+    from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
+
     suite = get_suite(name)
     for tid, task in user_tasks(suite).items():
         world = DojoWorld.new(suite, tid)
