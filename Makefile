@@ -86,24 +86,26 @@ nbval: dev
 	  echo "nbval: no notebooks/*.ipynb yet, nothing to validate"; \
 	fi
 
-# The single-threaded checks (mypy, the website's build) run in the background beside the
-# unit tests and nbval, which leave part of a core idle while their tests wait on processes;
-# their output is shown when the tests beside them end.
+# The unit tests run in the foreground; nbval, mypy and the website's build run one after
+# another in the background beside them: each of these leaves part of a core idle while its
+# tests wait on processes and kernels, and the two together keep both cores busy. The
+# background's output is shown when the unit tests end.
 test: dev
 	$(MAKE) --no-print-directory lint
-	@+$(call beside,typecheck,unit)
-	@+$(call beside,site,nbval)
+	@+$(call beside,nbval typecheck site,unit)
 
-# $(call beside,A,B): make A in the background (output to build/A.log) while B runs in the
-# foreground; then A's output; fails, naming which, when either failed. Ctrl-C or a stop
-# signal stops A too (a shell starts background jobs deaf to Ctrl-C).
+# $(call beside,A B ...,F): make A B ... in the background (one after another, each even when
+# one before it failed; output to build/beside.log) while F runs in the foreground; then the
+# background's output; fails, naming which, when any failed. Ctrl-C or a stop signal stops
+# the background too (a shell starts background jobs deaf to Ctrl-C).
 define beside
-mkdir -p build; echo "make $(1) (in the background; its output follows make $(2)'s)"; \
-$(MAKE) --no-print-directory $(1) > build/$(1).log 2>&1 & pid=$$!; \
+mkdir -p build; echo "make $(1) (in the background; the output follows make $(2)'s)"; \
+$(MAKE) --no-print-directory -k $(1) > build/beside.log 2>&1 & pid=$$!; \
 trap 'kill $$pid 2>/dev/null; exit 130' INT TERM HUP; \
-$(MAKE) --no-print-directory $(2); b=$$?; wait $$pid; a=$$?; cat build/$(1).log; \
+$(MAKE) --no-print-directory $(2); b=$$?; wait $$pid; a=$$?; cat build/beside.log; \
 [ $$b -eq 0 ] || echo "make $(2) failed (exit $$b)"; \
-[ $$a -eq 0 ] || echo "make $(1) failed (exit $$a)"; [ $$a -eq 0 ] && [ $$b -eq 0 ]
+[ $$a -eq 0 ] || echo "make $(1): one of them failed (exit $$a; see above)"; \
+[ $$a -eq 0 ] && [ $$b -eq 0 ]
 endef
 
 # Every notebook, or one: make notebooks N=05
