@@ -62,6 +62,58 @@ def test_a_call_that_swallows_the_first_ring_is_rung_again(monkeypatch):
     assert swallowed == ["once"]
 
 
+def test_a_limit_that_passes_inside_a_finalizer_stops_the_call_as_soon_as_it_returns(
+        monkeypatch):
+    # Python drops an exception raised in a __del__ method or a weakref callback (it goes to
+    # sys.unraisablehook, printed as "Exception ignored in ..."), so a ring there would be
+    # lost until the next one, a second later, and would print a traceback to stderr.
+    dropped: list[object] = []
+    monkeypatch.setattr("sys.unraisablehook", dropped.append)
+    order: list[str] = []
+
+    class SlowToDelete:
+        def __del__(self) -> None:
+            time.sleep(0.3)
+            order.append("finalizer done")
+
+    def tool() -> None:
+        SlowToDelete()  # deleted at once: its finalizer runs inside the call, past the limit
+        order.append("after the finalizer")
+        time.sleep(30)
+
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as caught:
+        call_with_timeout(tool, 0.05)
+    elapsed = time.monotonic() - start
+    assert caught.value.stopped
+    assert order == ["finalizer done", "after the finalizer"]
+    assert elapsed < timeouts._Alarm.RING_AGAIN_S * 0.8, elapsed  # not the ring after
+    assert dropped == []
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_finalizer_that_hangs_is_interrupted_all_the_same_and_the_call_stopped(monkeypatch):
+    monkeypatch.setattr(timeouts._Alarm, "RING_AGAIN_S", 0.2)
+    monkeypatch.setattr("sys.unraisablehook", lambda unraisable: None)
+    order: list[str] = []
+
+    class HangsOnDelete:
+        def __del__(self) -> None:
+            time.sleep(30)
+            order.append("finalizer done")
+
+    def tool() -> None:
+        HangsOnDelete()
+        order.append("after the finalizer")
+        time.sleep(30)
+
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout):
+        call_with_timeout(tool, 0.05)
+    assert time.monotonic() - start < 5
+    assert order == ["after the finalizer"]  # the finalizer was cut short, then the call
+
+
 def test_a_call_that_ends_in_time_returns_and_a_ring_after_it_does_nothing():
     assert call_with_timeout(lambda: 42, 5.0) == 42
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
