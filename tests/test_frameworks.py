@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from importlib.util import find_spec
 
 import pytest
 
-pytest.importorskip("langgraph")
-pytest.importorskip("langchain_anthropic")
-pytest.importorskip("agents")
-
-from primer.course.frameworks import (  # noqa: E402 - after the skips
+from primer.course.frameworks import (
     DISTRIBUTIONS,
     run_agents_sdk,
     run_langgraph,
@@ -21,7 +18,13 @@ from primer.course.frameworks import (  # noqa: E402 - after the skips
     run_tool_runner,
     versions,
 )
-from primer.scenarios import get_demo  # noqa: E402
+from primer.scenarios import get_demo
+
+#: Skipped without the frameworks (looked up, not imported: importing them costs each test
+#: worker about 2 s while collecting; the tests import them when they run).
+pytestmark = pytest.mark.skipif(
+    not all(find_spec(m) for m in ("langgraph", "langchain_anthropic", "agents")),
+    reason="needs the frameworks extra: .venv/bin/pip install -e '.[frameworks]'")
 
 REPEATS, BURNER = get_demo("orders-repeat"), get_demo("burner")
 
@@ -106,6 +109,7 @@ def test_lesson_13s_figures_for_langgraphs_default_limit_and_the_burner():
     assert round(cost_usd(Usage(sent), Prices())) == 546
 
 
+@pytest.mark.slow
 def test_lesson_13s_figures_for_the_tool_runner_after_30_calls():
     assert f"{run_tool_runner(REPEATS, give_up_after=30).cost_usd:.2f}" == "0.25"
     assert f"{run_tool_runner(BURNER, give_up_after=30).cost_usd:.2f}" == "0.44"

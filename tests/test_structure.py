@@ -60,7 +60,11 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-GRAPH = {module_name(f): imports_of(f) for f in PRIMER.rglob("*.py")}
+@functools.cache
+def import_graph() -> dict[str, set[str]]:
+    """Each primer module and the primer modules it imports (built when a test first asks:
+    parsing the package costs about 2 s, which every test worker would pay while collecting)."""
+    return {module_name(f): imports_of(f) for f in PRIMER.rglob("*.py")}
 
 
 def package_of(module: str) -> str:
@@ -70,7 +74,7 @@ def package_of(module: str) -> str:
 
 def test_the_core_imports_nothing_else_of_primer():
     outside = {m: sorted(t for t in ts if package_of(t) != "primer.loop" and t != "primer")
-               for m, ts in GRAPH.items() if package_of(m) == "primer.loop"}
+               for m, ts in import_graph().items() if package_of(m) == "primer.loop"}
     assert {m: ts for m, ts in outside.items() if ts} == {}
 
 
@@ -91,7 +95,7 @@ def test_the_core_is_small():
 
 def test_no_two_packages_import_each_other():
     edges = defaultdict(set)
-    for m, ts in GRAPH.items():
+    for m, ts in import_graph().items():
         for t in ts:
             if m != "primer" and package_of(t) not in (package_of(m), "primer"):
                 edges[package_of(m)].add(package_of(t))
@@ -136,7 +140,8 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_cycles_anywhere_lazy_imports_included():
-    graph = {m: {t for t in ts if t in GRAPH and t != "primer"} for m, ts in GRAPH.items()
+    graph = {m: {t for t in ts if t in import_graph() and t != "primer"}
+             for m, ts in import_graph().items()
              if m != "primer"}
     assert strongly_connected(graph) == []
 
