@@ -5,6 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from primer.__main__ import main
 from primer.commands.bench import (
     Overhead,
@@ -73,6 +75,7 @@ def test_peak_memory_of_a_short_run_is_reported_in_mib():
     assert 0 < peak_memory_mib(50) < 50
 
 
+@pytest.mark.slow
 def test_bench_quick_prints_each_ratio_against_its_target(capsys):
     main(["bench", "--quick"])
     out = capsys.readouterr().out

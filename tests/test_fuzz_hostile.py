@@ -288,6 +288,7 @@ def _same(sent: dict, ran: dict) -> bool:
     return sent.keys() == ran.keys() and all(sent[k] == v for k, v in ran.items())
 
 
+@pytest.mark.slow
 def test_run_agent_holds_its_promises_for_any_reply(tmp_path_factory):
     seen = SEEN
     seen.clear()
@@ -341,6 +342,7 @@ def good_files(tmp_path_factory):
     return trace.read_bytes(), Path(paused.checkpoint).read_bytes()
 
 
+@pytest.mark.slow
 def test_a_damaged_trace_never_gets_a_traceback_from_any_reader(good_files, tmp_path):
     trace, _ = good_files
     path = tmp_path / "t.jsonl"
@@ -356,6 +358,7 @@ def test_a_damaged_trace_never_gets_a_traceback_from_any_reader(good_files, tmp_
     one()
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_never_gets_a_traceback_and_never_runs_a_refund(good_files,
                                                                             tmp_path,
                                                                             monkeypatch):

@@ -87,6 +87,7 @@ def test_the_notebooks_reference_scores_full_marks():
     (error_not_marked, "one call raises", "is_error: True"),
     (drops_failed, "one call raises", "answer every tool_use"),
 ])
+@pytest.mark.slow
 def test_each_broken_fan_out_fails_the_case_it_breaks(broken, case, says):
     got = report(broken)
     assert case in got.failed, str(got)

@@ -20,6 +20,7 @@ KILL_POINTS = 200
 SEED = 8
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (Linux or macOS)")
 @pytest.mark.timeout(300)
 def test_killing_approve_and_resume_at_200_random_moments_never_pays_twice_or_loses_a_yes():
@@ -42,6 +43,7 @@ def test_killing_approve_and_resume_at_200_random_moments_never_pays_twice_or_lo
     assert done.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (Linux or macOS)")
 @pytest.mark.timeout(300)
 def test_the_crash_test_catches_a_refund_tool_that_ignores_its_idempotency_key():

@@ -128,6 +128,7 @@ def test_a_new_picture_in_a_compared_cell_or_a_new_source_is_a_change():
                                           PATTERNS)
 
 
+@pytest.mark.slow
 def test_a_rerun_with_no_change_leaves_the_file_untouched_and_prints_no_kernel_warning(
         tmp_path):
     nb = _nb(nbformat.v4.new_code_cell("import time, uuid\n"

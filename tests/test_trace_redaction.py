@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,7 @@ def written(kind: str, data: dict[str, Any]) -> dict[str, Any]:
 
 @settings(max_examples=600, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(events)
 def test_every_line_is_the_event_as_redact_leaves_it(event):
     kind, data = event
