@@ -169,8 +169,12 @@ other_block = st.one_of(
     st.just({"type": "image"}), st.just({"type": None}), st.just({}),
     nasty_scalar, json_scalar)
 block = weighted((3, tool_use), (2, text), (1, other_block))
-content = weighted((20, st.lists(block, max_size=5)),
-                   (3, st.lists(tool_use, min_size=33, max_size=40)),  # past the default limit
+#: 33 to 40 calls in one reply, past the default limit of 32: a few drawn calls, repeated
+#: under ids of their own (drawing every one of 40 calls took a quarter of the fuzz run).
+flood = st.builds(lambda calls, n: [{**calls[k % len(calls)], "id": f"toolu_flood_{k}"}
+                                    for k in range(n)],
+                  st.lists(tool_use, min_size=1, max_size=4), st.integers(33, 40))
+content = weighted((20, st.lists(block, max_size=5)), (3, flood),
                    (1, st.text(max_size=10)), (1, block), (1, st.none()), (1, st.integers()))
 
 count = st.integers(0, 400)
