@@ -72,8 +72,8 @@ typecheck: dev
 # The unit tests, spread over the machine's cores (pytest-xdist); an idle worker takes
 # queued tests from a busy one (worksteal), so a long test does not hold back the end.
 unit: dev
-	@echo "unit tests: a worker per core; each collects every test before the first dot" \
-	  "(half a minute, more on a first run, which also writes the byte-code caches)"
+	@echo "unit tests: a worker per core; before its first dot each worker collects every" \
+	  "test (about half a minute; more on a first run, which also writes the byte-code caches)"
 	$(BIN)/pytest -q -n auto --dist worksteal tests
 
 # Every notebook re-executed and compared, a notebook per worker (--dist loadfile keeps a
@@ -93,6 +93,7 @@ nbval: dev
 test: dev
 	$(MAKE) --no-print-directory lint
 	@+$(call beside,nbval typecheck site,unit)
+	@echo "make test: all passed (ruff, the unit tests, nbval, mypy, the website's checks)"
 
 # $(call beside,A B ...,F): make A B ... in the background (one after another, each even when
 # one before it failed; output to build/beside.log) while F runs in the foreground; then the
