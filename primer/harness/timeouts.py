@@ -9,9 +9,10 @@ keeps the limit one of two ways:
   next (a ``time.sleep``, a socket read, a lock, a loop in Python), and the call becomes a
   :class:`~primer.harness.retry.ToolTimeout` ("it was interrupted"). The timer rings again
   every second in case the call swallowed the first ring with a bare ``except:``. A ring
-  that comes while a ``__del__`` method or a weakref callback runs (Python would drop what it
-  raises there, printing "Exception ignored in ...") comes again every 10 ms until that
-  finalizer has returned, for up to a second. No thread
+  that lands in a ``__del__`` method, a weakref callback or a dropped generator's clean-up
+  ends that finalizer, but Python drops the exception there (it would print "Exception
+  ignored in ..."): the harness takes it from ``sys.unraisablehook`` while the call is timed,
+  prints nothing, and rings again 10 ms later. No thread
   is involved, so the call costs two system calls, and a timed-out call does not go on in
   the background. The first such call installs the harness's handler for ``SIGALRM``, which
   acts only while a call is timed; a program that uses ``SIGALRM`` itself (its own handler,
@@ -29,8 +30,10 @@ keeps the limit one of two ways:
 
 What the timer cannot help: a call that replaces the ``SIGALRM`` handler itself (with
 ``SIG_DFL`` the next ring ends the process, as ``SIGALRM``'s default action does), and one
-that swallows every ring (a bare ``except:`` in a loop): it is answered as a timeout only when
-it returns. The rings after the first also cut short a call's own clean-up (a ``finally:``
+that swallows every ring (a bare ``except:`` in a loop), or spends nearly all its time in
+finalizers, where every ring is dropped (a ``gc.collect()`` of many objects with slow
+``__del__`` methods; Ctrl-C is dropped there too): it is answered as a timeout only when it
+returns. The rings after the first also cut short a call's own clean-up (a ``finally:``
 that takes longer than a second). What a call returns after its limit is dropped, and so is
 what an abandoned call returns: a :class:`~primer.loop.tools.ToolOutput`'s spend included,
 so neither counts against the run's budgets (a sub-agent *interrupted* at its limit does
@@ -162,23 +165,6 @@ def _in_timed_call(frame: FrameType | None) -> bool:
     return False
 
 
-#: Modules whose functions run as weakref callbacks (WeakValueDictionary's, WeakSet's, ...).
-_WEAKREF_FILES = frozenset({"weakref.py", "_weakrefset.py"})
-
-
-def _in_finalizer(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs inside a ``__del__`` method or a weakref callback of the timed
-    call: Python drops an exception raised there (to ``sys.unraisablehook``, which prints
-    "Exception ignored in ..."). A plain call into the weakref module counts too; it only
-    costs that ring a short wait."""
-    while frame is not None and frame.f_code is not _timed.__code__:
-        code = frame.f_code
-        if code.co_name == "__del__" or os.path.basename(code.co_filename) in _WEAKREF_FILES:
-            return True
-        frame = frame.f_back
-    return False
-
-
 class _Alarm:
     """The main thread's call timer: at most one timed call at a time (a call timed inside
     another, a sub-agent's, goes to a worker thread instead)."""
@@ -187,13 +173,12 @@ class _Alarm:
     RING_AGAIN_S = 1.0
     #: A ring this soon after a call ended is that call's, arriving late (seconds).
     LATE_RING_S = 0.1
-    #: A ring that came inside a finalizer comes again this soon (seconds), until it is out.
-    AFTER_FINALIZER_S = 0.01
+    #: A ring Python dropped (see :meth:`_hook`) comes again this soon (seconds).
+    AFTER_DROPPED_S = 0.01
 
     def __init__(self) -> None:
         self.armed: object | None = None
         self.rang = False
-        self.finalizer_since: float | None = None  # the first ring inside a finalizer
         self.mine = False  # the handler is installed
         self.ended_at = -math.inf
         self.given_up = not (hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM"))
@@ -207,8 +192,6 @@ class _Alarm:
         token = self.armed
         if token is not None:
             if _in_timed_call(frame):
-                if _in_finalizer(frame) and self._wait_out_finalizer():
-                    return
                 self.rang = True
                 raise _AlarmRang(token)
             self.disarm()
@@ -219,19 +202,23 @@ class _Alarm:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGALRM)
 
-    def _wait_out_finalizer(self) -> bool:
-        """A ring inside a finalizer, where the interruption would be dropped: set the timer
-        to ring again in :attr:`AFTER_FINALIZER_S` and say so (True), for up to
-        :attr:`RING_AGAIN_S` after the first such ring. A finalizer that runs longer is
-        interrupted all the same (False): it ends there, and the ring after that stops the
-        call."""
-        now = time.monotonic()
-        if self.finalizer_since is None:
-            self.finalizer_since = now
-        if now - self.finalizer_since >= self.RING_AGAIN_S:
-            return False
-        signal.setitimer(signal.ITIMER_REAL, self.AFTER_FINALIZER_S, self.RING_AGAIN_S)
-        return True
+    def _hook(self, token: object, previous: Callable[[Any], object]) -> Callable[[Any], None]:
+        """A ``sys.unraisablehook`` for the timed call ``token``: Python drops an exception
+        raised in a ``__del__`` method, a weakref callback or a dropped generator's clean-up,
+        and hands it here. The call's own interruption, dropped so, is not printed; the timer
+        rings again in :attr:`AFTER_DROPPED_S` instead of a second later. Anything else goes
+        to ``previous``."""
+
+        def hook(unraisable: Any) -> None:
+            ring = unraisable.exc_value
+            if isinstance(ring, _AlarmRang) and ring.token is token:
+                if self.armed is token:
+                    signal.setitimer(signal.ITIMER_REAL, self.AFTER_DROPPED_S,
+                                     self.RING_AGAIN_S)
+                return
+            previous(unraisable)
+
+        return hook
 
     def usable(self) -> bool:
         """Whether this call can be timed here: the main thread, no timed call under way,
@@ -260,7 +247,9 @@ class _Alarm:
         """``fn()`` under the timer: :class:`ToolTimeout` (``stopped``) when it rang."""
         token = object()
         start = time.monotonic()
-        self.armed, self.rang, self.finalizer_since = token, False, None
+        self.armed, self.rang = token, False
+        previous = sys.unraisablehook
+        hook = sys.unraisablehook = self._hook(token, previous)
         try:
             value = _timed(fn, timeout_s, self.RING_AGAIN_S)
         except _AlarmRang as ring:
@@ -269,6 +258,8 @@ class _Alarm:
             raise ToolTimeout(timeout_s, stopped=True, how="it was interrupted") from None
         finally:
             self.disarm()
+            if sys.unraisablehook is hook:  # unless the call set one of its own
+                sys.unraisablehook = previous
         elapsed = time.monotonic() - start
         if elapsed > timeout_s:
             raise ToolTimeout.finished_late(
