@@ -87,27 +87,17 @@ nbval: dev
 	fi
 
 # The unit tests run in the foreground; nbval, mypy and the website's build run one after
-# another in the background beside them: each of these leaves part of a core idle while its
-# tests wait on processes and kernels, and the two together keep both cores busy. The
-# background's output is shown when the unit tests end.
+# another in the background beside them (scripts/beside.py): each of these leaves part of a
+# core idle while its tests wait on processes and kernels, and the two together keep both
+# cores busy. The background's output is shown when the unit tests end, then a line for each
+# part that failed. Ctrl-C stops both.
+BESIDE = $(BIN)/python scripts/beside.py
 test: dev
 	$(MAKE) --no-print-directory lint
-	@+$(call beside,nbval typecheck site,unit)
+	@+$(BESIDE) --log build/beside.log --background "$(MAKE) --no-print-directory nbval" \
+	  --background "$(MAKE) --no-print-directory typecheck" \
+	  --background "$(MAKE) --no-print-directory site" -- $(MAKE) --no-print-directory unit
 	@echo "make test: all passed (ruff, the unit tests, nbval, mypy, the website's checks)"
-
-# $(call beside,A B ...,F): make A B ... in the background (one after another, each even when
-# one before it failed; output to build/beside.log) while F runs in the foreground; then the
-# background's output; fails, naming which, when any failed. Ctrl-C or a stop signal stops
-# the background too (a shell starts background jobs deaf to Ctrl-C).
-define beside
-mkdir -p build; echo "make $(1) (in the background; the output follows make $(2)'s)"; \
-$(MAKE) --no-print-directory -k $(1) > build/beside.log 2>&1 & pid=$$!; \
-trap 'kill $$pid 2>/dev/null; exit 130' INT TERM HUP; \
-$(MAKE) --no-print-directory $(2); b=$$?; wait $$pid; a=$$?; cat build/beside.log; \
-[ $$b -eq 0 ] || echo "make $(2) failed (exit $$b)"; \
-[ $$a -eq 0 ] || echo "make $(1): one of them failed (exit $$a; see above)"; \
-[ $$a -eq 0 ] && [ $$b -eq 0 ]
-endef
 
 # Every notebook, or one: make notebooks N=05
 notebooks: dev

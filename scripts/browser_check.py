@@ -543,8 +543,15 @@ def check_site(page: Any, site: Path, lessons: list[Path], out: Path) -> None:
 
 # ================================================================ main
 
+def _leave(signum: int, frame: object) -> None:
+    """``SIGTERM`` or ``SIGHUP``: leave through the clean-up, which stops the servers."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the checks the arguments ask for; returns the exit status."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _leave)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lesson", action="append", default=[],
                         help="a lesson with a panel, by number or file name (repeatable; "
