@@ -82,6 +82,8 @@ def run(foreground: list[str], background: list[list[str]], log: Path) -> int:
 
     def in_background(out: IO[bytes]) -> None:
         for name, command in zip(names, background, strict=True):
+            if beside.stopped_by is not None:
+                break
             out.write(f"$ {name}\n".encode())
             out.flush()
             child = beside.start(command, out)
