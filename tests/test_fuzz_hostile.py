@@ -169,11 +169,22 @@ other_block = st.one_of(
     st.just({"type": "image"}), st.just({"type": None}), st.just({}),
     nasty_scalar, json_scalar)
 block = weighted((3, tool_use), (2, text), (1, other_block))
-#: 33 to 40 calls in one reply, past the default limit of 32: a few drawn calls, repeated
-#: under ids of their own (drawing every one of 40 calls took a quarter of the fuzz run).
-flood = st.builds(lambda calls, n: [{**calls[k % len(calls)], "id": f"toolu_flood_{k}"}
-                                    for k in range(n)],
-                  st.lists(tool_use, min_size=1, max_size=4), st.integers(33, 40))
+def _flood(calls: list[dict], n: int, odd_ids: list[tuple[int, object]]) -> list[dict]:
+    """``n`` calls: ``calls`` repeated under ids of their own, then some ids replaced with
+    ``odd_ids`` (position, id): another call's id, a malformed or missing one."""
+    flood = [{**calls[k % len(calls)], "id": f"toolu_flood_{k}"} for k in range(n)]
+    for place, odd in odd_ids:
+        flood[place % n]["id"] = odd
+    return flood
+
+
+#: 33 to 40 calls in one reply, past the default limit of 32, built from up to 6 drawn calls
+#: (drawing every one of 40 calls took a quarter of the fuzz run), with duplicate, malformed
+#: or missing ids among them.
+another_calls_id = st.integers(0, 32).map("toolu_flood_{}".format)  # every flood has it
+flood = st.builds(_flood, st.lists(tool_use, min_size=1, max_size=6), st.integers(33, 40),
+                  st.lists(st.tuples(st.integers(0, 39),
+                                     weighted((1, ids), (2, another_calls_id))), max_size=4))
 content = weighted((20, st.lists(block, max_size=5)), (3, flood),
                    (1, st.text(max_size=10)), (1, block), (1, st.none()), (1, st.integers()))
 
@@ -398,10 +409,17 @@ def test_the_fuzz_strategies_reach_every_shape_they_name():
             if isinstance(b, dict) and b.get("type") == "tool_use":
                 kinds["text input" if isinstance(b["input"], str) else "tool_use"] += 1
                 kinds["deep input"] += json_problem(b["input"]) is not None
-        kinds["flood"] += isinstance(r.content, list) and len(r.content) > 32
+        flood = isinstance(r.content, list) and len(r.content) > 32
+        kinds["flood"] += flood
+        if flood:
+            flood_ids = [b.get("id") for b in r.content if isinstance(b, dict)]
+            kinds["flood with a repeated id"] += len(set(map(repr, flood_ids))) < len(flood_ids)
+            kinds["flood with an odd id"] += any(not isinstance(i, str) or not i.startswith(
+                "toolu_") for i in flood_ids)
         kinds["usage not a Usage"] += not isinstance(r.usage, Usage)
         kinds["bad stop_reason"] += r.stop_reason not in STOP_REASONS
 
     one()
     assert all(kinds[k] for k in ("not a reply", "text input", "tool_use", "deep input",
-                                  "flood", "usage not a Usage", "bad stop_reason")), kinds
+                                  "flood", "flood with a repeated id", "flood with an odd id",
+                                  "usage not a Usage", "bad stop_reason")), kinds
