@@ -169,6 +169,8 @@ other_block = st.one_of(
     st.just({"type": "image"}), st.just({"type": None}), st.just({}),
     nasty_scalar, json_scalar)
 block = weighted((3, tool_use), (2, text), (1, other_block))
+
+
 def _flood(calls: list[dict], n: int, odd_ids: list[tuple[int, object]]) -> list[dict]:
     """``n`` calls: ``calls`` repeated under ids of their own, then some ids replaced with
     ``odd_ids`` (position, id): another call's id, a malformed or missing one."""

@@ -202,17 +202,18 @@ class _Alarm:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGALRM)
 
-    def _hook(self, token: object, previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    def _hook(self, token: object, previous: Callable[[sys.UnraisableHookArgs], object],
+              ) -> Callable[[sys.UnraisableHookArgs], None]:
         """A ``sys.unraisablehook`` for the timed call ``token``: Python drops an exception
         raised in a ``__del__`` method, a weakref callback or a dropped generator's clean-up,
         and hands it here. The call's own interruption, dropped so, is not printed; the timer
         rings again in :attr:`AFTER_DROPPED_S` instead of a second later. Anything else goes
         to ``previous``."""
 
-        def hook(unraisable: Any) -> None:
+        def hook(unraisable: sys.UnraisableHookArgs) -> None:
             ring = unraisable.exc_value
             if isinstance(ring, _AlarmRang) and ring.token is token:
-                if self.armed is token:
+                if self.armed is token:  # not once disarmed: a timer set then would ring on
                     signal.setitimer(signal.ITIMER_REAL, self.AFTER_DROPPED_S,
                                      self.RING_AGAIN_S)
                 return
